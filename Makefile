@@ -1,0 +1,70 @@
+# softnpu: every target sets up what it needs on a fresh machine (Debian packages, the venv in .venv, torch).
+# The two commands a newcomer needs are `make demo` and `make test`; the rest are steps of those.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+PYTHON ?= python3
+JOBS ?= 2
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+CMAKE := $(VENV)/bin/cmake
+CTEST := $(VENV)/bin/ctest
+STAMPS := $(VENV)/.stamps
+APT_PACKAGES := ccache libgtest-dev
+TORCH_VERSION := 2.13.0
+
+export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+
+.PHONY: build test test-runtime test-python test-cpp tsan bench demo conformance deps clean
+
+# ---------------------------------------------------------------- set-up
+
+$(STAMPS)/apt:
+	@scripts/ensure-apt-packages $(APT_PACKAGES)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/venv: requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet "torch==$(TORCH_VERSION)" -r requirements-dev.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+deps: $(STAMPS)/apt $(STAMPS)/venv
+
+# ---------------------------------------------------------------- build
+
+# The Python package with its C++ extension, the runtime library and npu-smi, built by CMake through
+# scikit-build-core against the installed torch (never in an isolated environment: that would fetch another torch).
+build: deps
+	$(PIP) install --quiet --no-build-isolation --no-deps .
+
+# ---------------------------------------------------------------- tests
+
+test-runtime: deps
+	$(CMAKE) -S . -B build/runtime -G Ninja -DSOFTNPU_BUILD_BACKEND=OFF -DSOFTNPU_BUILD_TESTS=ON \
+	  -DSOFTNPU_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CMAKE) --build build/runtime
+	$(CTEST) --test-dir build/runtime --output-on-failure -j $(JOBS)
+
+tsan: deps
+	$(CMAKE) -S . -B build/tsan -G Ninja -DSOFTNPU_BUILD_BACKEND=OFF -DSOFTNPU_BUILD_TESTS=ON -DSOFTNPU_TSAN=ON \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	$(CMAKE) --build build/tsan
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(CTEST) --test-dir build/tsan --output-on-failure
+
+test-python: build
+	$(PY) -m pytest tests -q
+
+test: test-runtime tsan test-python
+
+# ---------------------------------------------------------------- main jobs
+
+bench: test-runtime build
+	build/runtime/csrc/runtime/bench/runtime_bench
+
+demo: build
+	$(PY) examples/demo.py
+
+clean:
+	rm -rf build

@@ -1,0 +1,561 @@
+#include "backend/allocator.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/irange.h>
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/env.h"
+#include "backend/npu_error.h"
+
+namespace softnpu {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingAllocator::StatTypes;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+namespace {
+
+constexpr size_t kMinBlockSize = 512;        // every request rounds up to this
+constexpr size_t kSmallSize = 1 << 20;       // requests up to this come from the small pool
+constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr size_t kLargeBuffer = 20 << 20;    // segment size for large requests below kMinLargeAlloc
+constexpr size_t kMinLargeAlloc = 10 << 20;  // larger requests get a segment of their own
+constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
+
+struct BlockPool;
+
+struct Block {
+  c10::DeviceIndex device;
+  snpuStream_t stream;        // the stream the block was allocated for: its free list
+  size_t size;                // bytes of the block
+  size_t requested_size = 0;  // bytes the client asked for (while allocated)
+  BlockPool* pool;
+  void* ptr;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours within the same segment (split blocks)
+  Block* next = nullptr;
+  std::vector<snpuStream_t> stream_uses;  // other streams the block was used on (record_stream)
+  int event_count = 0;                    // events still pending before the block can be reused
+
+  Block(c10::DeviceIndex d, snpuStream_t s, size_t sz, BlockPool* p, void* ptr_)
+      : device(d), stream(s), size(sz), pool(p), ptr(ptr_) {}
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+bool block_less(const Block* a, const Block* b) {
+  if (a->stream != b->stream) return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+struct BlockPool {
+  explicit BlockPool(bool small) : blocks(block_less), is_small(small) {}
+  std::set<Block*, bool (*)(const Block*, const Block*)> blocks;
+  const bool is_small;
+};
+
+std::string format_size(uint64_t size) {
+  std::ostringstream os;
+  os.precision(2);
+  os << std::fixed;
+  if (size <= 1024) {
+    os << size << " bytes";
+  } else if (size <= 1048576) {
+    os << (static_cast<double>(size) / 1024.0) << " KiB";
+  } else if (size <= 1073741824ULL) {
+    os << static_cast<double>(size) / 1048576.0 << " MiB";
+  } else {
+    os << static_cast<double>(size) / 1073741824.0 << " GiB";
+  }
+  return os.str();
+}
+
+size_t round_size(size_t size) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = allocator_config().roundup_power2_divisions;
+  if (divisions > 1 && size > kMinBlockSize * divisions) {
+    // Round up to the next of `divisions` equal steps between two powers of two.
+    const size_t pow2_floor = size_t(1) << (63 - __builtin_clzll(size));
+    const size_t step = std::max(pow2_floor / divisions, kMinBlockSize);
+    return (size + step - 1) / step * step;
+  }
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segment_size(size_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+StatTypes stat_types_for(const BlockPool& pool) {
+  StatTypes t{};
+  t[static_cast<size_t>(StatType::AGGREGATE)] = true;
+  t[static_cast<size_t>(pool.is_small ? StatType::SMALL_POOL : StatType::LARGE_POOL)] = true;
+  return t;
+}
+
+template <typename F>
+void for_stats(const StatTypes& types, F f) {
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i]) f(i);
+}
+
+// One device's allocator state, under one mutex.
+class DeviceAllocatorState {
+ public:
+  explicit DeviceAllocatorState(c10::DeviceIndex device) : device_(device), small_(true), large_(false) {
+    stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
+  }
+
+  Block* malloc(size_t orig_size, snpuStream_t stream) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    process_events();
+    const size_t size = round_size(orig_size);
+    BlockPool& pool = size <= kSmallSize ? small_ : large_;
+    Block* block = find_free(pool, size, stream);
+    if (!block) block = new_segment(pool, size, stream, orig_size, lock);
+    return take(block, pool, size, orig_size);
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    block->allocated = false;
+    const StatTypes types = stat_types_for(*block->pool);
+    for_stats(types, [&](size_t i) {
+      stats_.allocation[i].decrease(1);
+      stats_.allocated_bytes[i].decrease(block->size);
+      stats_.requested_bytes[i].decrease(block->requested_size);
+    });
+    if (!block->pool->is_small && block->size >= allocator_config().max_split_size)
+      stats_.oversize_allocations.decrease(1);
+    if (!block->stream_uses.empty()) {
+      // Used on other streams: reusable once their work up to now has completed.
+      for (snpuStream_t s : block->stream_uses) {
+        snpuEvent_t e = get_event();
+        NPU_CHECK(snpuEventRecord(e, s));
+        ++block->event_count;
+        pending_.emplace_back(e, block);
+      }
+      block->stream_uses.clear();
+    } else {
+      release_to_pool(block);
+    }
+  }
+
+  void record_stream(Block* block, snpuStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stream == block->stream) return;
+    if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
+      block->stream_uses.push_back(stream);
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    synchronize_pending();
+    release_cached(small_);
+    release_cached(large_);
+  }
+
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < static_cast<size_t>(StatType::NUM_TYPES); ++i) {
+      for (auto* arr : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                        &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.inactive_split_bytes, &stats_.requested_bytes})
+        (*arr)[i].reset_accumulated();
+    }
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < static_cast<size_t>(StatType::NUM_TYPES); ++i) {
+      for (auto* arr : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+                        &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.inactive_split_bytes, &stats_.requested_bytes})
+        (*arr)[i].reset_peak();
+    }
+    stats_.oversize_allocations.reset_peak();
+    stats_.oversize_segments.reset_peak();
+  }
+
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<c10::CachingDeviceAllocator::SegmentInfo> out;
+    for (Block* head : segments_) {
+      c10::CachingDeviceAllocator::SegmentInfo seg;
+      seg.device = device_;
+      seg.address = reinterpret_cast<size_t>(head->ptr);
+      seg.stream = head->stream;
+      seg.is_large = !head->pool->is_small;
+      for (Block* b = head; b; b = b->next) {
+        c10::CachingDeviceAllocator::BlockInfo bi;
+        bi.size = b->size;
+        bi.requested_size = b->requested_size;
+        bi.allocated = b->allocated;
+        bi.active = b->allocated || b->event_count > 0;
+        seg.total_size += b->size;
+        if (b->allocated) {
+          seg.allocated_size += b->size;
+          seg.requested_size += b->requested_size;
+        }
+        if (bi.active) seg.active_size += b->size;
+        seg.blocks.push_back(bi);
+      }
+      out.push_back(std::move(seg));
+    }
+    return out;
+  }
+
+ private:
+  Block* find_free(BlockPool& pool, size_t size, snpuStream_t stream) {
+    Block key(device_, stream, size, &pool, nullptr);
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+    const size_t max_split = allocator_config().max_split_size;
+    // Oversize blocks are never split: a small request must not take one, and a large request takes one only if it
+    // wastes less than a large segment.
+    if (size < max_split && (*it)->size >= max_split) return nullptr;
+    if (size >= max_split && (*it)->size >= size + kLargeBuffer) return nullptr;
+    Block* b = *it;
+    pool.blocks.erase(it);
+    return b;
+  }
+
+  Block* new_segment(BlockPool& pool, size_t size, snpuStream_t stream, size_t orig_size,
+                     std::unique_lock<std::mutex>& lock) {
+    const size_t alloc_size = segment_size(size);
+    maybe_collect_garbage(alloc_size);
+    void* ptr = nullptr;
+    snpuError_t err = device_malloc(&ptr, alloc_size);
+    if (err == snpuErrorMemoryAllocation) {
+      // Release every cached segment, then retry once (as CUDA's allocator does).
+      ++stats_.num_alloc_retries;
+      synchronize_pending();
+      release_cached(small_);
+      release_cached(large_);
+      err = device_malloc(&ptr, alloc_size);
+    }
+    if (err == snpuErrorMemoryAllocation) {
+      ++stats_.num_ooms;
+      raise_oom(orig_size, alloc_size);
+    }
+    NPU_CHECK(err);
+    const StatTypes types = stat_types_for(pool);
+    for_stats(types, [&](size_t i) {
+      stats_.segment[i].increase(1);
+      stats_.reserved_bytes[i].increase(alloc_size);
+    });
+    if (!pool.is_small && alloc_size >= allocator_config().max_split_size) stats_.oversize_segments.increase(1);
+    Block* block = new Block(device_, stream, alloc_size, &pool, ptr);
+    segments_.insert(block);
+    return block;
+  }
+
+  snpuError_t device_malloc(void** ptr, size_t size) {
+    int prev = 0;
+    snpuGetDevice(&prev);
+    snpuSetDevice(device_);
+    const snpuError_t err = snpuMalloc(ptr, size);
+    snpuSetDevice(prev);
+    if (err == snpuSuccess) ++stats_.num_device_alloc;
+    return err;
+  }
+
+  [[noreturn]] void raise_oom(size_t orig_size, size_t alloc_size) {
+    size_t free_bytes = 0, total = 0;
+    snpuMemGetInfo(device_, &free_bytes, &total);
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    const uint64_t allocated = stats_.allocated_bytes[agg].current;
+    const uint64_t reserved = stats_.reserved_bytes[agg].current;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Tried to allocate ", format_size(alloc_size),
+                     " (", format_size(orig_size), " requested). NPU ", static_cast<int>(device_),
+                     " has a total capacity of ", format_size(total), " of which ", format_size(free_bytes),
+                     " is free. Of the allocated memory ", format_size(allocated),
+                     " is allocated by PyTorch, and ", format_size(reserved - allocated),
+                     " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+                     "setting max_split_size_mb to avoid fragmentation. See the documentation of "
+                     "PYTORCH_NPU_ALLOC_CONF (and SOFTNPU_MEMORY_MB for the device capacity).");
+  }
+
+  // Splits the block if the remainder is worth keeping, marks it allocated, updates statistics. inactive_split
+  // counts the free blocks of split segments: a split creates one, or shrinks one that existed.
+  Block* take(Block* block, BlockPool& pool, size_t size, size_t orig_size) {
+    const StatTypes types = stat_types_for(pool);
+    const size_t remaining = block->size - size;
+    const bool split = pool.is_small ? remaining >= kMinBlockSize
+                                     : size < allocator_config().max_split_size && remaining > kSmallSize;
+    const bool already_split = block->is_split();
+    if (split) {
+      Block* rest = new Block(device_, block->stream, remaining, &pool, static_cast<char*>(block->ptr) + size);
+      rest->prev = block;
+      rest->next = block->next;
+      if (rest->next) rest->next->prev = rest;
+      block->next = rest;
+      block->size = size;
+      pool.blocks.insert(rest);
+      for_stats(types, [&](size_t i) {
+        if (already_split) {
+          stats_.inactive_split_bytes[i].decrease(size);
+        } else {
+          stats_.inactive_split[i].increase(1);
+          stats_.inactive_split_bytes[i].increase(remaining);
+        }
+      });
+    } else if (already_split) {
+      for_stats(types, [&](size_t i) {
+        stats_.inactive_split[i].decrease(1);
+        stats_.inactive_split_bytes[i].decrease(block->size);
+      });
+    }
+    block->allocated = true;
+    block->requested_size = orig_size;
+    for_stats(types, [&](size_t i) {
+      stats_.allocation[i].increase(1);
+      stats_.allocated_bytes[i].increase(block->size);
+      stats_.requested_bytes[i].increase(orig_size);
+      stats_.active[i].increase(1);
+      stats_.active_bytes[i].increase(block->size);
+    });
+    if (!pool.is_small && block->size >= allocator_config().max_split_size) stats_.oversize_allocations.increase(1);
+    return block;
+  }
+
+  // Back to its stream's free list, merged with free neighbours.
+  void release_to_pool(Block* block) {
+    BlockPool& pool = *block->pool;
+    const StatTypes types = stat_types_for(pool);
+    const size_t original_size = block->size;
+    for_stats(types, [&](size_t i) {
+      stats_.active[i].decrease(1);
+      stats_.active_bytes[i].decrease(original_size);
+    });
+    int64_t inactive_delta = 0;
+    int64_t inactive_bytes_delta = 0;
+    for (Block* neighbour : {block->prev, block->next}) {
+      if (!neighbour || neighbour->allocated || neighbour->event_count > 0) continue;
+      const size_t absorbed = merge(block, neighbour, pool);
+      inactive_delta -= 1;
+      inactive_bytes_delta -= static_cast<int64_t>(absorbed);
+    }
+    if (block->is_split()) {
+      inactive_delta += 1;
+      inactive_bytes_delta += static_cast<int64_t>(block->size);
+    }
+    for_stats(types, [&](size_t i) {
+      if (inactive_delta > 0) stats_.inactive_split[i].increase(inactive_delta);
+      if (inactive_delta < 0) stats_.inactive_split[i].decrease(-inactive_delta);
+      if (inactive_bytes_delta > 0) stats_.inactive_split_bytes[i].increase(inactive_bytes_delta);
+      if (inactive_bytes_delta < 0) stats_.inactive_split_bytes[i].decrease(-inactive_bytes_delta);
+    });
+    pool.blocks.insert(block);
+  }
+
+  // Absorbs a free neighbour into block; returns the neighbour's size.
+  size_t merge(Block* block, Block* neighbour, BlockPool& pool) {
+    if (neighbour == block->prev) {
+      block->ptr = neighbour->ptr;
+      block->prev = neighbour->prev;
+      if (block->prev) block->prev->next = block;
+      segments_.erase(neighbour);
+      if (!block->prev) segments_.insert(block);
+    } else {
+      block->next = neighbour->next;
+      if (block->next) block->next->prev = block;
+    }
+    const size_t absorbed = neighbour->size;
+    block->size += absorbed;
+    pool.blocks.erase(neighbour);
+    delete neighbour;
+    return absorbed;
+  }
+
+  // Returns every whole free segment of the pool to the runtime.
+  void release_cached(BlockPool& pool) {
+    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+      Block* b = *it;
+      if (b->is_split()) {
+        ++it;
+        continue;
+      }
+      it = pool.blocks.erase(it);
+      segments_.erase(b);
+      const StatTypes types = stat_types_for(pool);
+      for_stats(types, [&](size_t i) {
+        stats_.segment[i].decrease(1);
+        stats_.reserved_bytes[i].decrease(b->size);
+      });
+      if (!pool.is_small && b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
+      // snpuFree waits for the device's queued work, which may still use the block (stream-ordered reuse).
+      NPU_CHECK(snpuFree(b->ptr));
+      ++stats_.num_device_free;
+      delete b;
+    }
+  }
+
+  // Releases cached segments when reserved memory would cross the garbage-collection threshold.
+  void maybe_collect_garbage(size_t alloc_size) {
+    const double threshold = allocator_config().garbage_collection_threshold;
+    if (threshold <= 0) return;
+    size_t free_bytes = 0, total = 0;
+    if (snpuMemGetInfo(device_, &free_bytes, &total) != snpuSuccess) return;
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    if (static_cast<double>(stats_.reserved_bytes[agg].current + alloc_size) > threshold * total) {
+      synchronize_pending();
+      release_cached(large_);
+      release_cached(small_);
+    }
+  }
+
+  snpuEvent_t get_event() {
+    if (!free_events_.empty()) {
+      snpuEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
+    }
+    snpuEvent_t e = nullptr;
+    int prev = 0;
+    snpuGetDevice(&prev);
+    snpuSetDevice(device_);
+    const snpuError_t err = snpuEventCreate(&e, snpuEventDisableTiming);
+    snpuSetDevice(prev);
+    NPU_CHECK(err);
+    return e;
+  }
+
+  void event_done(snpuEvent_t e, Block* block) {
+    free_events_.push_back(e);
+    if (--block->event_count == 0) release_to_pool(block);
+  }
+
+  // Returns blocks whose cross-stream uses have completed.
+  void process_events() {
+    while (!pending_.empty()) {
+      auto [e, block] = pending_.front();
+      const snpuError_t err = snpuEventQuery(e);
+      if (err == snpuErrorNotReady) break;
+      pending_.pop_front();
+      event_done(e, block);
+    }
+  }
+
+  void synchronize_pending() {
+    if (pending_.empty()) return;
+    ++stats_.num_sync_all_streams;
+    while (!pending_.empty()) {
+      auto [e, block] = pending_.front();
+      pending_.pop_front();
+      // Kernel errors stay with their streams for the user's next synchronizing call; here only completion counts.
+      snpuEventSynchronize(e);
+      event_done(e, block);
+    }
+  }
+
+  const c10::DeviceIndex device_;
+  std::mutex mutex_;
+  BlockPool small_;
+  BlockPool large_;
+  std::set<Block*> segments_;  // first block of every segment
+  std::deque<std::pair<snpuEvent_t, Block*>> pending_;
+  std::vector<snpuEvent_t> free_events_;
+  DeviceStats stats_;
+};
+
+DeviceAllocatorState& state(c10::DeviceIndex device) {
+  static std::vector<std::unique_ptr<DeviceAllocatorState>> all = [] {
+    std::vector<std::unique_ptr<DeviceAllocatorState>> v;
+    for (c10::DeviceIndex d = 0; d < device_count(); ++d) v.push_back(std::make_unique<DeviceAllocatorState>(d));
+    return v;
+  }();
+  check_device_index(device);
+  return *all[device];
+}
+
+void free_block(void* ctx) {
+  Block* block = static_cast<Block*>(ctx);
+  state(block->device).free(block);
+}
+
+}  // namespace
+
+NPUCachingAllocator* NPUCachingAllocator::get() {
+  static NPUCachingAllocator instance;
+  return &instance;
+}
+
+c10::DataPtr NPUCachingAllocator::allocate_on(size_t nbytes, const NPUStream& stream) {
+  const c10::Device device = stream.device();
+  if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
+  Block* block = state(device.index()).malloc(nbytes, stream.handle());
+  return c10::DataPtr(block->ptr, block, &free_block, device);
+}
+
+c10::DataPtr NPUCachingAllocator::allocate(size_t nbytes) { return allocate_on(nbytes, getCurrentNPUStream()); }
+
+c10::DeleterFnPtr NPUCachingAllocator::raw_deleter() const { return nullptr; }
+
+void NPUCachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  const NPUStream stream = getCurrentNPUStream();
+  NPU_CHECK(snpuMemcpyAsync(dest, src, count, snpuMemcpyDeviceToDevice, stream.handle()));
+  stream.synchronize();
+}
+
+bool NPUCachingAllocator::initialized() { return true; }
+
+void NPUCachingAllocator::emptyCache(c10::MempoolId_t) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).empty_cache();
+}
+
+void NPUCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  // Tensors not from this allocator (e.g. zero-size ones) have nothing to track.
+  if (!ptr.get() || ptr.get_deleter() != &free_block) return;
+  Block* block = static_cast<Block*>(ptr.get_context());
+  state(block->device).record_stream(block, NPUStream(stream).handle());
+}
+
+DeviceStats NPUCachingAllocator::getDeviceStats(c10::DeviceIndex device) { return state(device).stats(); }
+
+void NPUCachingAllocator::resetAccumulatedStats(c10::DeviceIndex device) { state(device).reset_accumulated(); }
+
+void NPUCachingAllocator::resetPeakStats(c10::DeviceIndex device) { state(device).reset_peak(); }
+
+std::pair<size_t, size_t> NPUCachingAllocator::getMemoryInfo(c10::DeviceIndex device) {
+  check_device_index(device);
+  size_t free_bytes = 0, total = 0;
+  NPU_CHECK(snpuMemGetInfo(device, &free_bytes, &total));
+  return {free_bytes, total};
+}
+
+std::vector<c10::CachingDeviceAllocator::SegmentInfo> NPUCachingAllocator::snapshot() {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> all;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    auto segs = state(d).snapshot();
+    all.insert(all.end(), segs.begin(), segs.end());
+  }
+  return all;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, NPUCachingAllocator::get());
+
+}  // namespace softnpu

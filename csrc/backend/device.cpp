@@ -1,0 +1,58 @@
+#include "backend/device.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+#include "backend/npu_error.h"
+
+namespace softnpu {
+
+namespace {
+// The count cannot change within a process once the runtime is up; cached so the hot paths that validate device
+// indices do not call into the runtime.
+std::atomic<int> g_count{-1};
+}  // namespace
+
+c10::DeviceIndex device_count() {
+  int n = g_count.load(std::memory_order_relaxed);
+  if (n < 0) {
+    NPU_CHECK(snpuGetDeviceCount(&n));
+    g_count.store(n, std::memory_order_relaxed);
+  }
+  return static_cast<c10::DeviceIndex>(n);
+}
+
+c10::DeviceIndex device_count_noexcept() noexcept {
+  try {
+    return device_count();
+  } catch (const std::exception& e) {
+    TORCH_WARN_ONCE("NPU unavailable: ", e.what());
+    return 0;
+  }
+}
+
+void check_device_index(c10::DeviceIndex device) {
+  const auto n = device_count();
+  TORCH_CHECK(device >= 0 && device < n, "Invalid device index npu:", static_cast<int>(device), ": ", static_cast<int>(n),
+              " NPU device", n == 1 ? "" : "s", " visible (see ASCEND_RT_VISIBLE_DEVICES and SOFTNPU_DEVICE_COUNT)");
+}
+
+c10::DeviceIndex current_device() {
+  int d = 0;
+  NPU_CHECK(snpuGetDevice(&d));
+  return static_cast<c10::DeviceIndex>(d);
+}
+
+void set_device(c10::DeviceIndex device) {
+  check_device_index(device);
+  NPU_CHECK(snpuSetDevice(device));
+}
+
+c10::DeviceIndex exchange_device(c10::DeviceIndex device) {
+  const auto prev = current_device();
+  if (device != prev) set_device(device);
+  return prev;
+}
+
+}  // namespace softnpu

@@ -1,0 +1,22 @@
+// Devices as PyTorch sees them: counting, the current device (per host thread, as in CUDA), and index checks with
+// CUDA's kind of error.
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace softnpu {
+
+// Number of visible NPUs. Initializes the runtime; a configuration error raises (naming the variable).
+c10::DeviceIndex device_count();
+// Same, but never raises: 0 when the runtime cannot start (for contracts that must not throw).
+c10::DeviceIndex device_count_noexcept() noexcept;
+
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex device);
+// Sets the device and returns the previous one.
+c10::DeviceIndex exchange_device(c10::DeviceIndex device);
+
+// Raises unless 0 <= device < device_count().
+void check_device_index(c10::DeviceIndex device);
+
+}  // namespace softnpu

@@ -1,0 +1,22 @@
+// The backend's configuration: the BACKEND rows of csrc/common/env_vars.def, parsed once, with errors that name the
+// variable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace softnpu {
+
+// PYTORCH_NPU_ALLOC_CONF, with the meaning of the same keys in PYTORCH_CUDA_ALLOC_CONF.
+struct AllocatorConfig {
+  size_t max_split_size = SIZE_MAX;         // max_split_size_mb: blocks above it are never split
+  double garbage_collection_threshold = 0;  // fraction of capacity above which unused cached blocks are released
+  size_t roundup_power2_divisions = 0;      // round requests up to power-of-2 divisions (0: 512-byte rounding)
+};
+
+const AllocatorConfig& allocator_config();
+
+// TORCH_NPU_FALLBACK_CPU_DISABLE: host fallbacks (synchronizing ops) are errors.
+bool fallback_cpu_disabled();
+
+}  // namespace softnpu

@@ -1,0 +1,68 @@
+#include "backend/host_allocator.h"
+
+#include <ATen/core/CachingHostAllocator.h>
+
+#include "backend/npu_error.h"
+
+namespace softnpu {
+
+namespace {
+
+// An owned runtime event, as the generic allocator keeps them in containers.
+class PinnedUseEvent {
+ public:
+  explicit PinnedUseEvent(const NPUStream& stream) {
+    NPU_CHECK(snpuEventCreate(&event_, snpuEventDisableTiming));
+    NPU_CHECK(snpuEventRecord(event_, stream.handle()));
+  }
+  PinnedUseEvent(PinnedUseEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  PinnedUseEvent& operator=(PinnedUseEvent&& o) noexcept {
+    std::swap(event_, o.event_);
+    return *this;
+  }
+  PinnedUseEvent(const PinnedUseEvent&) = delete;
+  PinnedUseEvent& operator=(const PinnedUseEvent&) = delete;
+  ~PinnedUseEvent() {
+    if (event_) snpuEventDestroy(event_);
+  }
+  bool query() const {
+    const snpuError_t err = snpuEventQuery(event_);
+    if (err == snpuErrorNotReady) return false;
+    NPU_CHECK(err);
+    return true;
+  }
+
+ private:
+  snpuEvent_t event_ = nullptr;
+};
+
+struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, PinnedUseEvent> {
+ private:
+  void allocate_host_memory(size_t size, void** ptr) override { NPU_CHECK(snpuMallocHost(ptr, size)); }
+
+  void free_block(at::HostBlock<c10::Stream>* block) override { NPU_CHECK(snpuFreeHost(block->ptr_)); }
+
+  void record_stream(std::optional<std::vector<PinnedUseEvent>>& events, c10::Stream stream) override {
+    events->emplace_back(NPUStream(stream));
+  }
+
+  bool query_event(PinnedUseEvent& event) override { return event.query(); }
+
+  c10::Stream get_current_stream() const override { return getCurrentNPUStream(); }
+
+  bool stream_is_capturing(c10::Stream) const override { return false; }
+};
+
+DECLARE_HOST_ALLOCATOR(NPUPinnedAllocator, PinnedAllocatorImpl, free_pinned, g_pinned_allocator)
+
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_pinned_allocator)
+
+}  // namespace
+
+c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
+
+bool record_pinned_use(const c10::DataPtr& data, const NPUStream& stream) {
+  return g_pinned_allocator.record_event(data.get(), data.get_context(), stream.unwrap());
+}
+
+}  // namespace softnpu

@@ -1,0 +1,132 @@
+#include "backend/ops/op_info.h"
+
+#include <ATen/core/function_schema.h>
+
+#include <unordered_map>
+
+#include "backend/ops/meta_cache.h"
+
+namespace softnpu {
+
+namespace {
+
+bool is_tensor_like(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) return is_tensor_like(opt->getElementType());
+  if (auto list = t->cast<c10::ListType>()) return is_tensor_like(list->getElementType());
+  return false;
+}
+
+bool is_generator(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  return false;
+}
+
+bool same_alias_set(const c10::AliasInfo* a, const c10::AliasInfo* b) {
+  return a && b && a->beforeSets() == b->beforeSets();
+}
+
+// Overload names of every operator, by base name ("aten::max" -> {"", "dim", "dim_max", ...}).
+const std::unordered_map<std::string, std::vector<std::string>>& overloads_by_name() {
+  static const auto table = [] {
+    std::unordered_map<std::string, std::vector<std::string>> t;
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames())
+      t[name.name].push_back(name.overload_name);
+    return t;
+  }();
+  return table;
+}
+
+// The out= overload of a functional op: the same leading arguments (same names and types), then exactly one out=
+// tensor per return of the functional op.
+std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& fn) {
+  const auto& table = overloads_by_name();
+  auto it = table.find(fn.name());
+  if (it == table.end()) return std::nullopt;
+  for (const auto& overload : it->second) {
+    auto handle = c10::Dispatcher::singleton().findSchema({fn.name(), overload});
+    if (!handle || !handle->hasSchema()) continue;
+    const auto& cand = handle->schema();
+    const auto& args = cand.arguments();
+    size_t n_out = 0;
+    for (const auto& a : args) n_out += a.is_out() ? 1 : 0;
+    if (n_out == 0 || n_out != fn.returns().size() || args.size() != fn.arguments().size() + n_out) continue;
+    bool match = true;
+    for (size_t i = 0; i < fn.arguments().size() && match; ++i) {
+      const auto& a = fn.arguments()[i];
+      const auto& b = args[i];
+      match = !b.is_out() && a.name() == b.name() && *a.type() == *b.type();
+    }
+    for (size_t i = fn.arguments().size(); i < args.size() && match; ++i)
+      match = args[i].is_out() && args[i].type()->kind() == c10::TypeKind::TensorType;
+    if (match) return handle;
+  }
+  return std::nullopt;
+}
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>>& registry() {
+  static std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> r;
+  return r;
+}
+
+}  // namespace
+
+OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std::make_unique<MetaCache>()) {
+  const auto& schema = op.schema();
+  name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* alias = args[i].alias_info();
+    if (alias && alias->isWrite() && is_tensor_like(args[i].type())) {
+      written_args.push_back(static_cast<int>(i));
+      if (args[i].is_out()) out_args.push_back(static_cast<int>(i));
+    }
+    if (is_generator(args[i].type())) generator_args.push_back(static_cast<int>(i));
+  }
+  bool all_returns_alias = !schema.returns().empty();
+  for (const auto& ret : schema.returns()) {
+    if (!is_tensor_like(ret.type())) returns_non_tensor = true;
+    int aliased = -1;
+    for (size_t i = 0; i < args.size() && aliased < 0; ++i)
+      if (same_alias_set(ret.alias_info(), args[i].alias_info())) aliased = static_cast<int>(i);
+    return_alias.push_back(aliased);
+    if (aliased < 0) ++fresh_returns;
+    if (!ret.alias_info() || ret.alias_info()->isWrite()) all_returns_alias = false;
+  }
+  is_view = all_returns_alias;
+  has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
+             op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+             op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  if (fresh_returns > 0 && !returns_non_tensor) out_variant = find_out_variant(schema);
+}
+
+OpInfo::~OpInfo() = default;
+
+OpInfo& op_info(const c10::OperatorHandle& op) {
+  // Hot path: one lookup per op launch. The schema object lives as long as the registration, so its address is a
+  // stable key.
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpInfo*> tls_cache;
+  const c10::FunctionSchema* key = &op.schema();
+  auto hit = tls_cache.find(key);
+  if (hit != tls_cache.end()) return *hit->second;
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& slot = registry()[key];
+  if (!slot) slot = std::make_unique<OpInfo>(op);
+  tls_cache.emplace(key, slot.get());
+  return *slot;
+}
+
+std::vector<OpInfo*> all_op_infos() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<OpInfo*> out;
+  for (auto& [k, v] : registry()) out.push_back(v.get());
+  return out;
+}
+
+}  // namespace softnpu

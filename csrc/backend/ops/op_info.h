@@ -1,0 +1,63 @@
+// What the generic op path needs to know about an operator, worked out once from its schema and cached by schema
+// address: whether it is a view, which arguments it writes, which of its returns are fresh tensors, its out=
+// overload (found by schema, since overload names follow no single pattern: max.dim -> max.dim_max), its generator
+// arguments, and whether a Meta kernel can infer its outputs.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace softnpu {
+
+class MetaCache;
+
+struct OpInfo {
+  explicit OpInfo(const c10::OperatorHandle& op);
+  ~OpInfo();
+
+  c10::OperatorHandle op;
+  // "aten::add.Tensor": the kernel name in errors, logs and the profiler. Lives as long as the process.
+  std::string name;
+
+  // Every return aliases an argument without writing it: metadata only (transpose, view, unfold, ...).
+  bool is_view = false;
+  // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
+  bool returns_non_tensor = false;
+  // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
+  bool has_meta = false;
+
+  std::vector<int> written_args;  // arguments the op writes (in-place self, out= tensors, running stats, ...)
+  std::vector<int> out_args;      // the subset declared out= (kwarg outputs, which the op may resize)
+  std::vector<int> generator_args;
+  // For each return: the index of the argument it aliases (written in place), or -1 for a fresh output.
+  std::vector<int> return_alias;
+  int fresh_returns = 0;
+
+  // For ops with fresh returns: the out= overload taking the same arguments plus one out tensor per return.
+  std::optional<c10::OperatorHandle> out_variant;
+
+  // Learned at run time: the Meta kernel raised NotImplementedError for this op (data-dependent output).
+  std::atomic<bool> meta_unsupported{false};
+
+  // Counters for torch.npu's sync-point report.
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> sync_points{0};
+
+  MetaCache& meta_cache() { return *meta_cache_; }
+
+ private:
+  std::unique_ptr<MetaCache> meta_cache_;
+};
+
+// The info of an op, created on first use (thread-safe; never freed).
+OpInfo& op_info(const c10::OperatorHandle& op);
+
+// Every op seen so far (for reports).
+std::vector<OpInfo*> all_op_infos();
+
+}  // namespace softnpu

@@ -1,0 +1,256 @@
+/*
+ * softnpu runtime: the seam between PyTorch integration and the device.
+ *
+ * Everything above this header (csrc/backend, the tools) reaches the device only through these calls; a vendor with
+ * real silicon could reimplement this header and keep every layer above it. The software implementation in
+ * csrc/runtime/src executes kernels and copies on host threads, against device memory it owns.
+ *
+ * Conventions
+ *  - Every call returns snpuError_t. On failure, snpuGetLastErrorMessage() gives a readable message for the calling
+ *    thread, valid until that thread's next runtime call.
+ *  - SYNC: the work is complete when the call returns. ASYNC: the call enqueues the work on a stream and returns;
+ *    the work runs later, in stream order. Under ASCEND_LAUNCH_BLOCKING=1 every ASYNC call also waits for its work
+ *    and returns a kernel's error itself.
+ *  - Every call initializes the runtime on first use (snpuInit); a malformed environment variable makes that
+ *    call fail with snpuErrorInvalidConfig, naming the variable.
+ *  - The current device is per host thread (default 0). A NULL stream means the default stream of the current
+ *    device.
+ *  - Kernel errors. A kernel that fails records its name and message on its stream; the stream stays usable and
+ *    later work runs as usual. The error is reported once, by the first synchronizing call that covers it
+ *    (snpuStreamSynchronize, snpuEventSynchronize on a later event of that stream, snpuDeviceSynchronize, a SYNC
+ *    copy on that stream), which returns snpuErrorKernelFailed; snpuGetLastKernelError() then gives the details.
+ */
+#ifndef SOFTNPU_RUNTIME_H
+#define SOFTNPU_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SNPU_API
+#else
+#define SNPU_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum snpuError {
+  snpuSuccess = 0,
+  snpuErrorNotReady = 1,         /* query: the work is not complete yet (not a failure) */
+  snpuErrorInvalidValue = 2,     /* a null or out-of-range argument */
+  snpuErrorInvalidDevice = 3,    /* a device index that does not exist */
+  snpuErrorMemoryAllocation = 4, /* device or pinned memory exhausted */
+  snpuErrorInvalidHandle = 5,    /* a stream or event that was destroyed or never created */
+  snpuErrorInvalidPointer = 6,   /* a pointer the runtime did not allocate, or the wrong kind for the call */
+  snpuErrorKernelFailed = 7,     /* a kernel on the stream failed; see snpuGetLastKernelError */
+  snpuErrorInvalidConfig = 8,    /* a malformed environment variable */
+  snpuErrorNotPermitted = 9,     /* the call is not allowed here (e.g. synchronizing from inside a kernel) */
+  snpuErrorInternal = 10
+} snpuError_t;
+
+/* SYNC. Readable name of an error code ("snpuErrorMemoryAllocation"). Never NULL. */
+SNPU_API const char* snpuGetErrorName(snpuError_t error);
+
+/* SYNC. Message of the calling thread's last failed call (empty if none). Valid until its next runtime call. */
+SNPU_API const char* snpuGetLastErrorMessage(void);
+
+/* SYNC. Details of the kernel failure most recently reported to this thread by snpuErrorKernelFailed: the
+ * kernel's name, its message, the code the kernel returned, the device and stream id it ran on. Pointers are valid
+ * until the thread's next runtime call. Any out-parameter may be NULL. snpuErrorInvalidValue if none was reported. */
+SNPU_API snpuError_t snpuGetLastKernelError(const char** kernel_name, const char** message, int* code,
+                                            int* device, uint64_t* stream_id);
+
+/* ---------------------------------------------------------------- init */
+
+/* SYNC. Reads the configuration and creates the devices. Idempotent; every other call does it implicitly. */
+SNPU_API snpuError_t snpuInit(void);
+
+/* SYNC. Waits for all work, stops every compute thread, frees all device and pinned memory, removes the published
+ * statistics. Every handle becomes invalid; a later call initializes anew. */
+SNPU_API snpuError_t snpuShutdown(void);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef struct snpuDeviceProp {
+  char name[64];           /* e.g. "SoftNPU" */
+  size_t total_memory;     /* capacity in bytes (SOFTNPU_MEMORY_MB) */
+  int compute_threads;     /* AI cores (SOFTNPU_CORES) */
+  int physical_index;      /* index before ASCEND_RT_VISIBLE_DEVICES renumbering */
+} snpuDeviceProp;
+
+/* SYNC. Number of visible devices. */
+SNPU_API snpuError_t snpuGetDeviceCount(int* count);
+/* SYNC. Sets / gets the calling thread's current device. */
+SNPU_API snpuError_t snpuSetDevice(int device);
+SNPU_API snpuError_t snpuGetDevice(int* device);
+/* SYNC. */
+SNPU_API snpuError_t snpuGetDeviceProperties(snpuDeviceProp* prop, int device);
+/* SYNC. Free and total device memory of a device, in bytes, as this process sees it. */
+SNPU_API snpuError_t snpuMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes);
+/* SYNC. Waits for all work on every stream of the current device; reports the first unreported kernel error of
+ * any of them. */
+SNPU_API snpuError_t snpuDeviceSynchronize(void);
+
+/* ---------------------------------------------------------------- memory */
+
+/* SYNC. Allocates device memory on the current device, accounted against its capacity. Exhaustion returns
+ * snpuErrorMemoryAllocation (never aborts). Size 0 gives *ptr == NULL. Alignment: 256 bytes at least. */
+SNPU_API snpuError_t snpuMalloc(void** ptr, size_t size);
+/* SYNC. Frees device memory. Waits first for all work on the owning device (as cudaFree does), so queued kernels
+ * never see freed memory. NULL is a no-op. */
+SNPU_API snpuError_t snpuFree(void* ptr);
+/* SYNC. Allocates / frees pinned (page-locked) host memory: host memory the runtime knows, so asynchronous copies
+ * from or to it do not wait. snpuFreeHost does not wait for copies: callers keep blocks alive until copies that use
+ * them complete (the host caching allocator does). */
+SNPU_API snpuError_t snpuMallocHost(void** ptr, size_t size);
+SNPU_API snpuError_t snpuFreeHost(void* ptr);
+
+typedef enum snpuMemoryType {
+  snpuMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
+  snpuMemoryTypeHost = 1,         /* pinned host memory from snpuMallocHost */
+  snpuMemoryTypeDevice = 2        /* device memory from snpuMalloc */
+} snpuMemoryType;
+
+typedef struct snpuPointerAttributes {
+  snpuMemoryType type;
+  int device;       /* owning device for device memory, -1 otherwise */
+  void* base;       /* start of the allocation containing the pointer (NULL if unregistered) */
+  size_t size;      /* size of that allocation */
+} snpuPointerAttributes;
+
+/* SYNC. Attributes of any pointer, including interior pointers of an allocation. */
+SNPU_API snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const void* ptr);
+
+typedef enum snpuMemcpyKind {
+  snpuMemcpyHostToHost = 0,
+  snpuMemcpyHostToDevice = 1,
+  snpuMemcpyDeviceToHost = 2,
+  snpuMemcpyDeviceToDevice = 3,
+  snpuMemcpyDefault = 4 /* inferred from the pointers */
+} snpuMemcpyKind;
+
+/* SYNC. Copies on the default stream of the device owning the device pointer (the current device for host to
+ * host), after the work already queued there, and waits for it. */
+SNPU_API snpuError_t snpuMemcpy(void* dst, const void* src, size_t size, snpuMemcpyKind kind);
+/* ASYNC when the host side is pinned memory (or absent: device to device). With pageable host memory the copy is
+ * complete when the call returns, as CUDA does: the caller may reuse its buffer at once. */
+SNPU_API snpuError_t snpuMemcpyAsync(void* dst, const void* src, size_t size, snpuMemcpyKind kind,
+                                     struct snpuStream* stream);
+/* ASYNC. Sets size bytes of device memory to value. */
+SNPU_API snpuError_t snpuMemsetAsync(void* dst, int value, size_t size, struct snpuStream* stream);
+
+/* ---------------------------------------------------------------- streams */
+
+typedef struct snpuStream* snpuStream_t;
+
+/* SYNC. Priority range: lower numbers are higher priorities, as in CUDA (*least == 0, *greatest < 0). */
+SNPU_API snpuError_t snpuDeviceGetStreamPriorityRange(int* least, int* greatest);
+/* SYNC. Creates a stream on the current device. Priorities outside the range are clamped to it. */
+SNPU_API snpuError_t snpuStreamCreate(snpuStream_t* stream, int priority);
+/* SYNC. Waits for the stream's work, then destroys it. A kernel error never reported is dropped. The default
+ * stream cannot be destroyed (snpuErrorInvalidHandle). */
+SNPU_API snpuError_t snpuStreamDestroy(snpuStream_t stream);
+/* SYNC. The default stream of a device. */
+SNPU_API snpuError_t snpuGetDefaultStream(int device, snpuStream_t* stream);
+/* SYNC. snpuSuccess when all work queued so far has completed, snpuErrorNotReady otherwise. Reports no error. */
+SNPU_API snpuError_t snpuStreamQuery(snpuStream_t stream);
+/* SYNC. Waits for all work queued so far; reports the stream's unreported kernel error. Not allowed from a
+ * kernel. */
+SNPU_API snpuError_t snpuStreamSynchronize(snpuStream_t stream);
+/* ASYNC. Work queued on the stream after this call starts only once the event's recorded work has completed.
+ * The event may belong to any stream of any device; an event never recorded is complete. */
+SNPU_API snpuError_t snpuStreamWaitEvent(snpuStream_t stream, struct snpuEvent* event);
+/* SYNC. Device, priority, and a process-unique id (the default stream of each device has id 0). Any out-parameter
+ * may be NULL. */
+SNPU_API snpuError_t snpuStreamGetInfo(snpuStream_t stream, int* device, int* priority, uint64_t* id);
+
+/* ---------------------------------------------------------------- events */
+
+typedef struct snpuEvent* snpuEvent_t;
+
+enum { snpuEventDefault = 0, snpuEventDisableTiming = 1 };
+
+/* SYNC. Creates an event with snpuEventDefault (timed) or snpuEventDisableTiming flags. */
+SNPU_API snpuError_t snpuEventCreate(snpuEvent_t* event, unsigned flags);
+/* SYNC. Destroys the event; work already waiting on it is not affected. */
+SNPU_API snpuError_t snpuEventDestroy(snpuEvent_t event);
+/* ASYNC. Captures the work queued on the stream so far; the event completes (and takes its timestamp) when the
+ * stream reaches this point. Recording again replaces the previous capture. */
+SNPU_API snpuError_t snpuEventRecord(snpuEvent_t event, snpuStream_t stream);
+/* SYNC. snpuSuccess when the captured work has completed (or the event was never recorded), else
+ * snpuErrorNotReady. */
+SNPU_API snpuError_t snpuEventQuery(snpuEvent_t event);
+/* SYNC. Waits for the captured work; reports the recording stream's unreported kernel error, if it failed before
+ * this point. Not allowed from a kernel. */
+SNPU_API snpuError_t snpuEventSynchronize(snpuEvent_t event);
+/* SYNC. Milliseconds between two completed timed events. snpuErrorNotReady if either has not completed,
+ * snpuErrorInvalidHandle if either was created with snpuEventDisableTiming or never recorded. */
+SNPU_API snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end);
+
+/* ---------------------------------------------------------------- kernels */
+
+/* A kernel: a host function run by one of the device's compute threads, in stream order. It returns 0 on success;
+ * any other value is a failure code that the runtime keeps with the kernel's name and the message the kernel set
+ * with snpuKernelSetErrorMessage. */
+typedef int (*snpuKernelFn)(void* arg);
+/* Called exactly once per launch, after the kernel ran (or when it is dropped by snpuShutdown, or at once when
+ * snpuLaunchKernel rejects its arguments): frees arg. May be NULL. */
+typedef void (*snpuKernelCleanupFn)(void* arg);
+
+/* ASYNC. Enqueues fn(arg) on the stream. name must stay valid until the kernel has run (a string literal, or a
+ * name owned by a registry that outlives the runtime); it appears in errors, logs and the profiler. Launching
+ * allocates nothing and makes no system call while the stream already has queued work. */
+SNPU_API snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
+                                      snpuKernelCleanupFn cleanup);
+
+/* Inside a kernel only: the message kept with the failure the kernel is about to return. Copied. */
+SNPU_API void snpuKernelSetErrorMessage(const char* message);
+/* Inside a kernel only: how many threads the kernel may use for its own parallelism. The device's compute threads
+ * divided among the kernels running at this moment on all devices, never more than the host's cores; at least 1. */
+SNPU_API int snpuKernelThreadBudget(void);
+/* Inside a kernel only: the stream it runs on. NULL outside kernels. */
+SNPU_API snpuStream_t snpuKernelCurrentStream(void);
+
+/* ---------------------------------------------------------------- activity (profiler) */
+
+typedef struct snpuActivityRecord {
+  const char* name;    /* kernel name, or "Memcpy HtoD" / "Memcpy DtoH" / "Memcpy DtoD" / "Memset" */
+  int device;
+  uint64_t stream_id;
+  uint64_t correlation_id; /* value of snpuActivitySetCorrelationId on the launching thread at launch */
+  int64_t start_ns;        /* CLOCK_REALTIME-based nanoseconds, as the profiler's clock */
+  int64_t end_ns;
+  int failed;
+} snpuActivityRecord;
+
+/* SYNC. Starts / stops recording the execution of every kernel and copy. */
+SNPU_API snpuError_t snpuActivityEnable(int enable);
+/* SYNC. Tags the launches of the calling thread, until the next call, with an id the profiler correlates with its
+ * host-side op records. */
+SNPU_API snpuError_t snpuActivitySetCorrelationId(uint64_t id);
+/* SYNC. Moves up to capacity completed records into out (oldest first); *count receives how many. */
+SNPU_API snpuError_t snpuActivityDrain(snpuActivityRecord* out, size_t capacity, size_t* count);
+
+/* ---------------------------------------------------------------- statistics */
+
+typedef struct snpuDeviceStats {
+  uint64_t memory_in_use;     /* bytes of device memory this process holds (snpuMalloc'd) */
+  uint64_t memory_peak;       /* peak of memory_in_use */
+  uint64_t kernels_launched;  /* kernels and copies enqueued */
+  uint64_t kernels_completed;
+  uint64_t busy_ns;           /* total time the device's compute threads spent running work */
+  uint64_t sync_waits;        /* synchronizing calls that had to wait */
+} snpuDeviceStats;
+
+/* SYNC. This process's statistics for a device; the same figures are published for npu-smi. */
+SNPU_API snpuError_t snpuGetDeviceStats(int device, snpuDeviceStats* stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOFTNPU_RUNTIME_H */

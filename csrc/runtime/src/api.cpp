@@ -1,0 +1,552 @@
+// The extern "C" functions of runtime.h: argument checks, then the work in the file of its concept.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "activity.h"
+#include "copy.h"
+#include "errors.h"
+#include "kernel.h"
+#include "runtime_state.h"
+#include "softnpu/runtime.h"
+
+using namespace softnpu::rt;
+
+namespace {
+
+// No exception may cross the C boundary.
+template <class F>
+snpuError_t guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(snpuErrorMemoryAllocation, "the host is out of memory");
+  } catch (const std::exception& e) {
+    return fail(snpuErrorInternal, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(snpuErrorInternal, "internal error: unknown exception");
+  }
+}
+
+snpuError_t null_argument(const char* call, const char* name) {
+  return fail(snpuErrorInvalidValue, std::string(call) + ": " + name + " is NULL");
+}
+
+snpuError_t not_in_kernel(const char* call) {
+  return fail(snpuErrorNotPermitted,
+              std::string(call) + " is not allowed inside a kernel: it waits for the device, which could deadlock");
+}
+
+std::atomic<uint64_t> g_next_stream_id{1};  // process-unique; 0 is every default stream
+
+}  // namespace
+
+extern "C" {
+
+// ---------------------------------------------------------------- errors
+
+const char* snpuGetErrorName(snpuError_t error) { return error_name(error); }
+
+const char* snpuGetLastErrorMessage(void) { return last_error_message(); }
+
+snpuError_t snpuGetLastKernelError(const char** kernel_name, const char** message, int* code, int* device,
+                                   uint64_t* stream_id) {
+  const KernelError* e = last_kernel_error();
+  if (!e) return fail(snpuErrorInvalidValue, "snpuGetLastKernelError: no kernel error was reported to this thread");
+  if (kernel_name) *kernel_name = e->kernel_name.c_str();
+  if (message) *message = e->message.c_str();
+  if (code) *code = e->code;
+  if (device) *device = e->device;
+  if (stream_id) *stream_id = e->stream_id;
+  return snpuSuccess;
+}
+
+// ---------------------------------------------------------------- init
+
+snpuError_t snpuInit(void) {
+  return guarded([&] {
+    Runtime* rt;
+    return acquire_runtime(&rt);
+  });
+}
+
+snpuError_t snpuShutdown(void) {
+  return guarded([&] {
+    if (in_kernel()) return not_in_kernel("snpuShutdown");
+    return shutdown_runtime();
+  });
+}
+
+// ---------------------------------------------------------------- devices
+
+snpuError_t snpuGetDeviceCount(int* count) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!count) return null_argument("snpuGetDeviceCount", "count");
+    *count = static_cast<int>(rt->devices.size());
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuSetDevice(int device) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuSetDevice");
+    set_current_device(*rt, device);
+    d->counters();  // the process now uses the device, as a CUDA context would
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGetDevice(int* device) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!device) return null_argument("snpuGetDevice", "device");
+    *device = current_device_index(*rt);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGetDeviceProperties(snpuDeviceProp* prop, int device) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!prop) return null_argument("snpuGetDeviceProperties", "prop");
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuGetDeviceProperties");
+    *prop = snpuDeviceProp{};
+    std::snprintf(prop->name, sizeof(prop->name), "SoftNPU");
+    prop->total_memory = d->capacity;
+    prop->compute_threads = d->cores;
+    prop->physical_index = d->physical;
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!free_bytes) return null_argument("snpuMemGetInfo", "free_bytes");
+    if (!total_bytes) return null_argument("snpuMemGetInfo", "total_bytes");
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuMemGetInfo");
+    uint64_t used = std::min<uint64_t>(d->memory_used.load(std::memory_order_relaxed), d->capacity);
+    *free_bytes = d->capacity - used;
+    *total_bytes = d->capacity;
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuDeviceSynchronize(void) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (in_kernel()) return not_in_kernel("snpuDeviceSynchronize");
+    return rt->current_device()->synchronize(true);
+  });
+}
+
+// ---------------------------------------------------------------- memory
+
+snpuError_t snpuMalloc(void** ptr, size_t size) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuMalloc", "ptr");
+    return rt->memory.allocate_device(rt->current_device(), size, ptr);
+  });
+}
+
+snpuError_t snpuFree(void* ptr) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return snpuSuccess;
+    if (in_kernel()) return not_in_kernel("snpuFree");
+    Allocation a;
+    if (!rt->memory.find(ptr, &a) || a.base != ptr || a.type != snpuMemoryTypeDevice)
+      return rt->memory.free(ptr, snpuMemoryTypeDevice);  // fails, saying why
+    // As cudaFree: queued kernels never see freed memory. Their errors stay for the caller's next sync.
+    a.device->synchronize(false);
+    return rt->memory.free(ptr, snpuMemoryTypeDevice);
+  });
+}
+
+snpuError_t snpuMallocHost(void** ptr, size_t size) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuMallocHost", "ptr");
+    return rt->memory.allocate_host(size, ptr);
+  });
+}
+
+snpuError_t snpuFreeHost(void* ptr) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return snpuSuccess;
+    return rt->memory.free(ptr, snpuMemoryTypeHost);
+  });
+}
+
+snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const void* ptr) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!attr) return null_argument("snpuPointerGetAttributes", "attr");
+    Allocation a;
+    if (ptr && rt->memory.find(ptr, &a)) {
+      *attr = {a.type, a.device ? a.device->index : -1, a.base, a.size};
+    } else {
+      *attr = {snpuMemoryTypeUnregistered, -1, nullptr, 0};
+    }
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuMemcpy(void* dst, const void* src, size_t size, snpuMemcpyKind kind) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    return copy_sync(*rt, dst, src, size, kind);
+  });
+}
+
+snpuError_t snpuMemcpyAsync(void* dst, const void* src, size_t size, snpuMemcpyKind kind, snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuMemcpyAsync", &s)) return e;
+    return copy_async(*rt, dst, src, size, kind, s);
+  });
+}
+
+snpuError_t snpuMemsetAsync(void* dst, int value, size_t size, snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuMemsetAsync", &s)) return e;
+    return memset_async(*rt, dst, value, size, s);
+  });
+}
+
+// ---------------------------------------------------------------- streams
+
+snpuError_t snpuDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!least) return null_argument("snpuDeviceGetStreamPriorityRange", "least");
+    if (!greatest) return null_argument("snpuDeviceGetStreamPriorityRange", "greatest");
+    *least = kLeastPriority;
+    *greatest = kGreatestPriority;
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuStreamCreate(snpuStream_t* stream, int priority) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!stream) return null_argument("snpuStreamCreate", "stream");
+    Device* d = rt->current_device();
+    d->counters();
+    Stream* s = d->create_stream(std::clamp(priority, kGreatestPriority, kLeastPriority),
+                                 g_next_stream_id.fetch_add(1, std::memory_order_relaxed));
+    s->handle = stream_handles().insert(s);
+    if (!s->handle) {
+      d->forget_stream(s);
+      s->release();
+      return fail(snpuErrorMemoryAllocation, "snpuStreamCreate: too many live streams");
+    }
+    *stream = static_cast<snpuStream_t>(s->handle);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuStreamDestroy(snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamDestroy", &s)) return e;
+    if (s == s->device->default_stream())
+      return fail(snpuErrorInvalidHandle, "snpuStreamDestroy: the default stream cannot be destroyed");
+    if (in_kernel()) return not_in_kernel("snpuStreamDestroy");
+    stream_handles().remove(stream);
+    s->wait_for(s->enqueued());
+    s->device->forget_stream(s);
+    s->release();
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGetDefaultStream(int device, snpuStream_t* stream) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!stream) return null_argument("snpuGetDefaultStream", "stream");
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuGetDefaultStream");
+    *stream = static_cast<snpuStream_t>(d->default_stream()->handle);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuStreamQuery(snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamQuery", &s)) return e;
+    return s->reached(s->enqueued()) ? snpuSuccess : snpuErrorNotReady;
+  });
+}
+
+snpuError_t snpuStreamSynchronize(snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamSynchronize", &s)) return e;
+    if (in_kernel()) return not_in_kernel("snpuStreamSynchronize");
+    return synchronize(s, s->enqueued());
+  });
+}
+
+snpuError_t snpuStreamWaitEvent(snpuStream_t stream, snpuEvent_t event) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamWaitEvent", &s)) return e;
+    if (snpuError_t e = rt->event(event, "snpuStreamWaitEvent", &ev)) return e;
+    Event::Capture capture = ev->capture();
+    if (!capture.stream) return snpuSuccess;  // never recorded: complete
+    if (capture.stream == s || capture.stream->reached(capture.seq)) {
+      capture.stream->release();  // stream order or completion already gives what the wait would
+      return snpuSuccess;
+    }
+    Task task{};
+    task.kind = TaskKind::kWait;
+    task.name = "StreamWaitEvent";
+    task.wait.stream = capture.stream;  // the task keeps the captured reference
+    task.wait.seq = capture.seq;
+    return launch(s, task, false);
+  });
+}
+
+snpuError_t snpuStreamGetInfo(snpuStream_t stream, int* device, int* priority, uint64_t* id) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamGetInfo", &s)) return e;
+    if (device) *device = s->device->index;
+    if (priority) *priority = s->priority;
+    if (id) *id = s->id;
+    return snpuSuccess;
+  });
+}
+
+// ---------------------------------------------------------------- events
+
+snpuError_t snpuEventCreate(snpuEvent_t* event, unsigned flags) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!event) return null_argument("snpuEventCreate", "event");
+    if (flags & ~unsigned(snpuEventDisableTiming))
+      return fail(snpuErrorInvalidValue, "snpuEventCreate: unknown flags " + std::to_string(flags));
+    Event* ev = new Event((flags & snpuEventDisableTiming) == 0);
+    ev->handle = event_handles().insert(ev);
+    if (!ev->handle) {
+      ev->release();
+      return fail(snpuErrorMemoryAllocation, "snpuEventCreate: too many live events");
+    }
+    *event = static_cast<snpuEvent_t>(ev->handle);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuEventDestroy(snpuEvent_t event) {
+  return guarded([&] {
+    Runtime* rt;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->event(event, "snpuEventDestroy", &ev)) return e;
+    if (event_handles().remove(event)) ev->release();
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuEventRecord(snpuEvent_t event, snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->event(event, "snpuEventRecord", &ev)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuEventRecord", &s)) return e;
+    uint64_t seq = ev->record(s);
+    if (rt->config.launch_blocking && !in_kernel()) return synchronize(s, seq);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuEventQuery(snpuEvent_t event) {
+  return guarded([&] {
+    Runtime* rt;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->event(event, "snpuEventQuery", &ev)) return e;
+    return ev->complete() ? snpuSuccess : snpuErrorNotReady;
+  });
+}
+
+snpuError_t snpuEventSynchronize(snpuEvent_t event) {
+  return guarded([&] {
+    Runtime* rt;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->event(event, "snpuEventSynchronize", &ev)) return e;
+    if (in_kernel()) return not_in_kernel("snpuEventSynchronize");
+    Event::Capture capture = ev->capture();
+    if (!capture.stream) return snpuSuccess;
+    snpuError_t result = synchronize(capture.stream, capture.seq);
+    capture.stream->release();
+    return result;
+  });
+}
+
+snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end) {
+  return guarded([&] {
+    Runtime* rt;
+    Event* events[2];
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ms) return null_argument("snpuEventElapsedTime", "ms");
+    if (snpuError_t e = rt->event(start, "snpuEventElapsedTime", &events[0])) return e;
+    if (snpuError_t e = rt->event(end, "snpuEventElapsedTime", &events[1])) return e;
+    int64_t ns[2];
+    for (int i = 0; i < 2; ++i) {
+      const char* which = i == 0 ? "start" : "end";
+      if (!events[i]->timing)
+        return fail(snpuErrorInvalidHandle, std::string("snpuEventElapsedTime: the ") + which +
+                                                " event was created with snpuEventDisableTiming");
+      switch (events[i]->timestamp(&ns[i])) {
+        case Event::TimeState::kNotRecorded:
+          return fail(snpuErrorInvalidHandle,
+                      std::string("snpuEventElapsedTime: the ") + which + " event was never recorded");
+        case Event::TimeState::kNotReady:
+          return fail(snpuErrorNotReady, std::string("snpuEventElapsedTime: the ") + which +
+                                             " event has not completed");
+        case Event::TimeState::kValid:
+          break;
+      }
+    }
+    *ms = static_cast<float>(static_cast<double>(ns[1] - ns[0]) / 1e6);
+    return snpuSuccess;
+  });
+}
+
+// ---------------------------------------------------------------- kernels
+
+snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
+                             snpuKernelCleanupFn cleanup) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    snpuError_t e = acquire_runtime(&rt);
+    if (!e) e = rt->stream(stream, "snpuLaunchKernel", &s);
+    if (!e && !fn) e = null_argument("snpuLaunchKernel", "fn");
+    if (!e && !name) e = null_argument("snpuLaunchKernel", "name");
+    if (e) {
+      if (cleanup) cleanup(arg);  // the kernel will never run: arg is still released exactly once
+      return e;
+    }
+    Task task{};
+    task.kind = TaskKind::kKernel;
+    task.name = name;
+    task.kernel.fn = fn;
+    task.kernel.arg = arg;
+    task.kernel.cleanup = cleanup;
+    return launch(s, task, false);
+  });
+}
+
+void snpuKernelSetErrorMessage(const char* message) { set_kernel_error_message(message); }
+
+int snpuKernelThreadBudget(void) { return kernel_thread_budget(); }
+
+snpuStream_t snpuKernelCurrentStream(void) {
+  Stream* s = kernel_current_stream();
+  return s ? static_cast<snpuStream_t>(s->handle) : nullptr;
+}
+
+// ---------------------------------------------------------------- activity
+
+snpuError_t snpuActivityEnable(int enable) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    activity::set_enabled(enable != 0);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuActivitySetCorrelationId(uint64_t id) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    activity::set_correlation_id(id);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuActivityDrain(snpuActivityRecord* out, size_t capacity, size_t* count) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!count) return null_argument("snpuActivityDrain", "count");
+    if (!out && capacity > 0) return null_argument("snpuActivityDrain", "out");
+    *count = activity::drain(out, capacity);
+    return snpuSuccess;
+  });
+}
+
+// ---------------------------------------------------------------- statistics
+
+snpuError_t snpuGetDeviceStats(int device, snpuDeviceStats* stats) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!stats) return null_argument("snpuGetDeviceStats", "stats");
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuGetDeviceStats");
+    *stats = snpuDeviceStats{};
+    if (const softnpu::rt::stats::DeviceCounters* c = d->counters_if_used()) {
+      stats->memory_in_use = c->memory_in_use.load(std::memory_order_relaxed);
+      stats->memory_peak = c->memory_peak.load(std::memory_order_relaxed);
+      stats->kernels_launched = c->kernels_launched.load(std::memory_order_relaxed);
+      stats->kernels_completed = c->kernels_completed.load(std::memory_order_relaxed);
+      stats->busy_ns = c->busy_ns.load(std::memory_order_relaxed);
+      stats->sync_waits = c->sync_waits.load(std::memory_order_relaxed);
+    }
+    return snpuSuccess;
+  });
+}
+
+}  // extern "C"

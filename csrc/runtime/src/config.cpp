@@ -1,0 +1,34 @@
+#include "config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "../../common/env.h"
+
+namespace softnpu::rt {
+
+using env::Var;
+
+Config load_config() {
+  Config c;
+  c.host_cores = std::max(1u, std::thread::hardware_concurrency());
+  c.physical_device_count = static_cast<int>(env::get_int(Var::SOFTNPU_DEVICE_COUNT, 2, 1, 64));
+  c.memory_bytes = static_cast<uint64_t>(env::get_int(Var::SOFTNPU_MEMORY_MB, 8192, 1, int64_t(1) << 24)) << 20;
+  c.cores = static_cast<int>(env::get_int(Var::SOFTNPU_CORES, c.host_cores, 1, 1024));
+  c.protect_memory = env::get_bool(Var::SOFTNPU_PROTECT_MEMORY, false);
+  std::vector<int64_t> visible;
+  if (env::get_list(Var::ASCEND_RT_VISIBLE_DEVICES, 0, c.physical_device_count - 1, &visible)) {
+    c.visible.assign(visible.begin(), visible.end());
+  } else {
+    for (int i = 0; i < c.physical_device_count; ++i) c.visible.push_back(i);
+  }
+  c.log_level = static_cast<int>(env::get_int(Var::ASCEND_GLOBAL_LOG_LEVEL, 3, 0, 4));
+  c.log_to_stdout = env::get_bool(Var::ASCEND_SLOG_PRINT_TO_STDOUT, false);
+  const char* home = std::getenv("HOME");
+  c.log_dir = env::get_string(Var::ASCEND_PROCESS_LOG_PATH, std::string(home ? home : "/tmp") + "/ascend/log");
+  c.launch_blocking = env::get_bool(Var::ASCEND_LAUNCH_BLOCKING, false);
+  return c;
+}
+
+}  // namespace softnpu::rt

@@ -1,0 +1,232 @@
+#include "device.h"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "activity.h"
+#include "event.h"
+#include "kernel.h"
+#include "log.h"
+#include "memory.h"
+#include "runtime_state.h"
+
+namespace softnpu::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An idle compute thread spins this long before sleeping, so back-to-back launches do not pay a wake-up each.
+constexpr auto kIdleSpin = std::chrono::microseconds(30);
+// A stream yields its compute thread to a waiting stream of the same priority after running this long.
+constexpr auto kTimeSlice = std::chrono::milliseconds(2);
+
+}  // namespace
+
+Device::Device(Runtime* runtime, int index, int physical, int cores, uint64_t capacity)
+    : runtime(runtime),
+      index(index),
+      physical(physical),
+      cores(cores),
+      capacity(capacity),
+      default_stream_(new Stream(this, kLeastPriority, 0)) {
+  streams_.push_back(default_stream_);
+}
+
+Device::~Device() { default_stream_->release(); }
+
+stats::DeviceCounters* Device::first_use() {
+  stats::DeviceCounters* c = stats::counters(physical);
+  counters_.store(c, std::memory_order_release);
+  return c;
+}
+
+Stream* Device::create_stream(int priority, uint64_t id) {
+  Stream* s = new Stream(this, priority, id);
+  std::lock_guard lock(streams_mutex_);
+  streams_.push_back(s);
+  return s;
+}
+
+void Device::forget_stream(Stream* s) {
+  std::lock_guard lock(streams_mutex_);
+  std::erase(streams_, s);
+}
+
+snpuError_t Device::synchronize(bool report) {
+  std::vector<std::pair<Stream*, uint64_t>> targets;
+  {
+    std::lock_guard lock(streams_mutex_);
+    targets.reserve(streams_.size());
+    for (Stream* s : streams_) {
+      s->retain();
+      targets.emplace_back(s, s->enqueued());
+    }
+  }
+  bool waited = false;
+  for (auto& [s, seq] : targets) waited |= s->wait_for(seq);
+  if (waited) counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);
+
+  Stream* culprit = nullptr;
+  uint64_t culprit_seq = 0;
+  uint64_t culprit_order = 0;
+  if (report) {
+    for (auto& [s, seq] : targets) {
+      uint64_t order;
+      if (s->peek_error(seq, &order) && (!culprit || order < culprit_order)) {
+        culprit = s;
+        culprit_seq = seq;
+        culprit_order = order;
+      }
+    }
+  }
+  KernelError error;
+  bool failed = culprit && culprit->take_error(culprit_seq, &error);
+  for (auto& [s, seq] : targets) s->release();
+  return failed ? report_kernel_error(std::move(error), runtime->config.launch_blocking) : snpuSuccess;
+}
+
+void Device::make_ready(Stream* s) {
+  if (!threads_started_.load(std::memory_order_acquire)) start_threads();
+  std::lock_guard lock(mutex_);
+  int level = s->level;
+  if (ready_tail_[level]) {
+    ready_tail_[level]->next_ready = s;
+  } else {
+    ready_head_[level] = s;
+  }
+  ready_tail_[level] = s;
+  ready_mask_.fetch_or(1u << level, std::memory_order_relaxed);
+  if (sleepers_ > 0) cv_.notify_one();
+}
+
+void Device::start_threads() {
+  std::lock_guard lock(threads_mutex_);
+  if (threads_started_.load(std::memory_order_relaxed)) return;
+  for (int i = 0; i < cores; ++i) threads_.emplace_back(&Device::compute_loop, this, i);
+  threads_started_.store(true, std::memory_order_release);
+}
+
+void Device::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_.store(true, std::memory_order_relaxed);
+    cv_.notify_all();
+  }
+  std::lock_guard lock(threads_mutex_);
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void Device::compute_loop(int thread_index) {
+  std::string name = "npu" + std::to_string(index) + "-core" + std::to_string(thread_index);
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  set_current_device(*runtime, index);  // a kernel launching on the NULL stream means its own device
+  std::vector<Stream*> woken;
+  woken.reserve(16);
+  while (Stream* s = take_ready()) run(s, &woken);
+}
+
+Stream* Device::take_ready() {
+  auto spin_end = Clock::now() + kIdleSpin;
+  while (ready_mask_.load(std::memory_order_relaxed) == 0 && !stopping_.load(std::memory_order_relaxed)) {
+    for (int i = 0; i < 64; ++i) SpinLock::relax();
+    if (Clock::now() >= spin_end) break;
+  }
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    uint32_t mask = ready_mask_.load(std::memory_order_relaxed);
+    if (mask != 0) {
+      int level = __builtin_ctz(mask);
+      Stream* s = ready_head_[level];
+      ready_head_[level] = s->next_ready;
+      s->next_ready = nullptr;
+      if (!ready_head_[level]) {
+        ready_tail_[level] = nullptr;
+        ready_mask_.fetch_and(~(1u << level), std::memory_order_relaxed);
+      }
+      return s;
+    }
+    if (stopping_.load(std::memory_order_relaxed)) return nullptr;
+    ++sleepers_;
+    cv_.wait(lock);
+    --sleepers_;
+  }
+}
+
+void Device::run(Stream* s, std::vector<Stream*>* woken) {
+  Clock::time_point slice_end = Clock::now() + kTimeSlice;
+  bool finished = false;
+  Task task{};
+  for (;;) {
+    Task done = task;
+    Stream::Step step = s->advance(finished, &task, woken);
+    if (finished) release_task_references(done);
+    for (Stream* w : *woken) w->device->make_ready(w);
+    woken->clear();
+    if (step == Stream::Step::kIdle) {
+      s->release();
+      return;
+    }
+    if (finished) {
+      // Yield to a more urgent stream at once, and to an equally urgent one at the end of the time slice.
+      uint32_t mask = ready_mask_.load(std::memory_order_relaxed);
+      uint32_t level_bit = 1u << s->level;
+      if ((mask & (level_bit - 1)) != 0 || ((mask & level_bit) != 0 && Clock::now() >= slice_end)) {
+        make_ready(s);
+        return;
+      }
+    }
+    if (task.kind == TaskKind::kWait && !task.wait.stream->reached(task.wait.seq) &&
+        task.wait.stream->park(s, task.wait.seq)) {
+      return;  // parked: the waited stream readies it again, so the thread is free for other streams
+    }
+    if (task.kind != TaskKind::kWait) execute(s, task);
+    finished = true;
+  }
+}
+
+void Device::execute(Stream* s, const Task& task) {
+  if (task.kind == TaskKind::kRecord) {
+    task.record.event->on_marker(task.record.generation);
+    return;
+  }
+  Memory& memory = runtime->memory;
+  memory.enter_device_code();
+  bool timed = activity::enabled();
+  int64_t wall_start = timed ? activity::now_ns() : 0;
+  Clock::time_point start = Clock::now();
+  KernelError error;
+  bool failed = false;
+  switch (task.kind) {
+    case TaskKind::kKernel:
+      failed = run_kernel(this, s, task, &error);
+      break;
+    case TaskKind::kCopy:
+      std::memcpy(task.copy.dst, task.copy.src, task.copy.size);
+      break;
+    case TaskKind::kMemset:
+      std::memset(task.memset.dst, task.memset.value, task.memset.size);
+      break;
+    default:
+      break;
+  }
+  Clock::time_point end = Clock::now();
+  int64_t wall_end = timed ? activity::now_ns() : 0;
+  memory.leave_device_code();
+  if (task.kind == TaskKind::kKernel) run_cleanup(task);
+
+  stats::DeviceCounters* c = counters();
+  c->kernels_completed.fetch_add(1, std::memory_order_relaxed);
+  c->busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+                       std::memory_order_relaxed);
+  if (timed) {
+    activity::add({task.name, index, s->id, task.correlation_id, wall_start, wall_end, failed ? 1 : 0});
+  }
+  if (failed) s->record_error(std::move(error), s->head_seq());
+}
+
+}  // namespace softnpu::rt

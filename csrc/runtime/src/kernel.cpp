@@ -1,0 +1,101 @@
+#include "kernel.h"
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "activity.h"
+#include "device.h"
+#include "log.h"
+#include "runtime_state.h"
+
+namespace softnpu::rt {
+
+namespace {
+
+// Kernels running now on all devices: divides the host's cores among them (snpuKernelThreadBudget).
+std::atomic<int> g_running_kernels{0};
+
+struct KernelContext {
+  Stream* stream = nullptr;  // non-null while a kernel runs on this thread
+  Device* device = nullptr;
+  std::string message;
+  bool message_set = false;
+};
+
+thread_local KernelContext t_kernel;
+
+}  // namespace
+
+bool in_kernel() { return t_kernel.stream != nullptr; }
+
+snpuError_t launch(Stream* s, Task task, bool wait) {
+  Device* d = s->device;
+  task.correlation_id = activity::correlation_id();
+  // Logged before enqueueing: once queued, the kernel may run and its name stop being valid.
+  SNPU_LOG(log::kInfo, "launch %s on device %d stream %llu", task.name, d->index,
+           static_cast<unsigned long long>(s->id));
+  uint64_t seq = s->enqueue(task);
+  if (task.kind == TaskKind::kKernel || task.kind == TaskKind::kCopy || task.kind == TaskKind::kMemset)
+    d->counters()->kernels_launched.fetch_add(1, std::memory_order_relaxed);
+  if ((wait || d->runtime->config.launch_blocking) && !in_kernel()) return synchronize(s, seq);
+  return snpuSuccess;
+}
+
+bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error) {
+  KernelContext& k = t_kernel;
+  k.stream = s;
+  k.device = device;
+  k.message_set = false;
+  g_running_kernels.fetch_add(1, std::memory_order_relaxed);
+  int code = 0;
+  try {
+    code = task.kernel.fn(task.kernel.arg);
+  } catch (const std::exception& e) {
+    code = -1;
+    k.message = e.what();
+    k.message_set = true;
+  } catch (...) {
+    code = -1;
+    k.message = "the kernel threw an exception that is not a std::exception";
+    k.message_set = true;
+  }
+  g_running_kernels.fetch_sub(1, std::memory_order_relaxed);
+  k.stream = nullptr;
+  k.device = nullptr;
+  if (code == 0) return false;
+  error->kernel_name = task.name;
+  error->message = k.message_set ? k.message : "returned " + std::to_string(code) + " without a message";
+  error->code = code;
+  error->device = device->index;
+  error->stream_id = s->id;
+  return true;
+}
+
+void run_cleanup(const Task& task) {
+  if (!task.kernel.cleanup) return;
+  try {
+    task.kernel.cleanup(task.kernel.arg);
+  } catch (...) {
+    SNPU_LOG(log::kError, "the cleanup of kernel '%s' threw an exception; ignored", task.name);
+  }
+}
+
+void set_kernel_error_message(const char* message) {
+  KernelContext& k = t_kernel;
+  if (!k.stream) return;
+  k.message = message ? message : "";
+  k.message_set = true;
+}
+
+int kernel_thread_budget() {
+  const KernelContext& k = t_kernel;
+  if (!k.stream) return 1;
+  int running = std::max(1, g_running_kernels.load(std::memory_order_relaxed));
+  int share = std::max(1, k.device->runtime->config.host_cores / running);
+  return std::min(k.device->cores, share);
+}
+
+Stream* kernel_current_stream() { return t_kernel.stream; }
+
+}  // namespace softnpu::rt

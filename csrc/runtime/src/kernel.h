@@ -1,0 +1,29 @@
+// Kernels: launching work onto a stream, and what a kernel sees while it runs (its stream, its error message, its
+// thread budget).
+#pragma once
+
+#include "errors.h"
+#include "stream.h"
+
+namespace softnpu::rt {
+
+class Device;
+
+// True on a compute thread while it runs a kernel: calls that would wait for the device are refused there.
+bool in_kernel();
+
+// Enqueues task on s (stamping the launching thread's correlation id) and counts it. Waits for it and reports its
+// error when wait is set or ASCEND_LAUNCH_BLOCKING=1, except inside a kernel, which must never wait.
+snpuError_t launch(Stream* s, Task task, bool wait);
+
+// Compute side: runs a kernel task on the calling thread. Returns true if it failed, with *error filled.
+bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error);
+// Compute side: the task's cleanup, once, after the kernel ran.
+void run_cleanup(const Task& task);
+
+// The kernel-context calls of runtime.h.
+void set_kernel_error_message(const char* message);
+int kernel_thread_budget();
+Stream* kernel_current_stream();
+
+}  // namespace softnpu::rt

@@ -1,0 +1,131 @@
+#include "runtime_state.h"
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "../../common/env.h"
+#include "log.h"
+#include "published_stats.h"
+
+namespace softnpu::rt {
+
+namespace {
+
+std::atomic<Runtime*> g_runtime{nullptr};
+std::mutex g_lifecycle_mutex;  // serializes creation and shutdown
+uint64_t g_epoch = 0;          // guarded by g_lifecycle_mutex
+
+struct CurrentDevice {
+  uint64_t epoch = 0;
+  int index = 0;
+};
+thread_local CurrentDevice t_current;
+
+}  // namespace
+
+HandleTable<Stream>& stream_handles() {
+  static auto* const table = new HandleTable<Stream>;  // never destroyed: compute threads outlive static destructors
+  return *table;
+}
+
+HandleTable<Event>& event_handles() {
+  static auto* const table = new HandleTable<Event>;
+  return *table;
+}
+
+Runtime::Runtime(const Config& config, uint64_t epoch) : config(config), epoch(epoch), memory(config.protect_memory) {
+  for (size_t i = 0; i < config.visible.size(); ++i) {
+    devices.push_back(std::make_unique<Device>(this, static_cast<int>(i), config.visible[i], config.cores,
+                                               config.memory_bytes));
+    Stream* s = devices.back()->default_stream();
+    s->handle = stream_handles().insert(s);
+  }
+}
+
+Runtime::~Runtime() {
+  for (auto& d : devices) d->synchronize(false);
+  for (Event* e : event_handles().remove_all()) e->release();
+  for (Stream* s : stream_handles().remove_all()) {
+    if (s == s->device->default_stream()) continue;  // owned by its device
+    s->device->forget_stream(s);
+    s->release();
+  }
+  for (auto& d : devices) d->stop();
+  memory.release_all();
+}
+
+Device* Runtime::device(int index) const {
+  return index >= 0 && index < static_cast<int>(devices.size()) ? devices[index].get() : nullptr;
+}
+
+Device* Runtime::current_device() const { return devices[current_device_index(*this)].get(); }
+
+snpuError_t Runtime::stream(snpuStream_t handle, const char* call, Stream** out) const {
+  if (!handle) {
+    *out = current_device()->default_stream();
+    return snpuSuccess;
+  }
+  *out = stream_handles().find(handle);
+  if (*out) return snpuSuccess;
+  return fail(snpuErrorInvalidHandle, std::string(call) + ": the stream handle is not a live stream (destroyed, "
+                                                          "created before snpuShutdown, or never created)");
+}
+
+snpuError_t Runtime::event(snpuEvent_t handle, const char* call, Event** out) const {
+  *out = handle ? event_handles().find(handle) : nullptr;
+  if (*out) return snpuSuccess;
+  return fail(snpuErrorInvalidHandle,
+              std::string(call) + (handle ? ": the event handle is not a live event (destroyed, created before "
+                                            "snpuShutdown, or never created)"
+                                          : ": the event is NULL"));
+}
+
+snpuError_t Runtime::invalid_device(int index, const char* call) const {
+  return fail(snpuErrorInvalidDevice, std::string(call) + ": device " + std::to_string(index) +
+                                          " does not exist; " + std::to_string(devices.size()) +
+                                          " devices are visible (SOFTNPU_DEVICE_COUNT, ASCEND_RT_VISIBLE_DEVICES)");
+}
+
+snpuError_t acquire_runtime(Runtime** out) {
+  Runtime* rt = g_runtime.load(std::memory_order_acquire);
+  if (!rt) {
+    std::lock_guard lock(g_lifecycle_mutex);
+    rt = g_runtime.load(std::memory_order_relaxed);
+    if (!rt) {
+      Config config;
+      try {
+        config = load_config();
+      } catch (const env::EnvError& e) {
+        return fail(snpuErrorInvalidConfig, e.what());
+      }
+      log::configure(config.log_level, config.log_to_stdout, config.log_dir);
+      rt = new Runtime(config, ++g_epoch);
+      g_runtime.store(rt, std::memory_order_release);
+      SNPU_LOG(log::kInfo, "runtime initialized: %zu devices, %d compute threads each, %llu MiB each%s%s",
+               config.visible.size(), config.cores, static_cast<unsigned long long>(config.memory_bytes >> 20),
+               config.launch_blocking ? ", launch blocking" : "", config.protect_memory ? ", memory protected" : "");
+    }
+  }
+  *out = rt;
+  return snpuSuccess;
+}
+
+snpuError_t shutdown_runtime() {
+  std::lock_guard lock(g_lifecycle_mutex);
+  Runtime* rt = g_runtime.load(std::memory_order_relaxed);
+  if (!rt) return snpuSuccess;
+  delete rt;
+  g_runtime.store(nullptr, std::memory_order_release);
+  SNPU_LOG(log::kInfo, "runtime shut down");
+  log::close();
+  stats::unpublish();
+  return snpuSuccess;
+}
+
+int current_device_index(const Runtime& rt) { return t_current.epoch == rt.epoch ? t_current.index : 0; }
+
+void set_current_device(const Runtime& rt, int index) { t_current = {rt.epoch, index}; }
+
+}  // namespace softnpu::rt

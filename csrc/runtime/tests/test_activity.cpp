@@ -1,0 +1,118 @@
+// Activity records (the profiler's device timeline) and the statistics snpuGetDeviceStats reports.
+#include <algorithm>
+#include <thread>
+
+#include "test_util.h"
+
+namespace softnpu::test {
+namespace {
+
+std::vector<snpuActivityRecord> drain_all() {
+  std::vector<snpuActivityRecord> records;
+  snpuActivityRecord batch[4];
+  size_t n;
+  do {
+    EXPECT_SNPU(snpuActivityDrain(batch, 4, &n));
+    records.insert(records.end(), batch, batch + n);
+  } while (n == 4);
+  return records;
+}
+
+const snpuActivityRecord* find(const std::vector<snpuActivityRecord>& records, const std::string& name) {
+  for (const auto& r : records)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+TEST(Activity, RecordsEveryKernelCopyAndMemsetWithItsStreamAndCorrelation) {
+  drain_all();
+  snpuStream_t s;
+  ASSERT_SNPU(snpuSetDevice(1));
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  uint64_t sid;
+  ASSERT_SNPU(snpuStreamGetInfo(s, nullptr, nullptr, &sid));
+  void *dev, *pinned;
+  ASSERT_SNPU(snpuMalloc(&dev, 4096));
+  ASSERT_SNPU(snpuMallocHost(&pinned, 4096));
+
+  ASSERT_SNPU(launch(s, "before enabling", [] { return 0; }));
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+  ASSERT_SNPU(snpuActivityEnable(1));
+  ASSERT_SNPU(snpuActivitySetCorrelationId(77));
+  ASSERT_SNPU(launch(s, "traced", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return 0;
+  }));
+  ASSERT_SNPU(snpuActivitySetCorrelationId(78));
+  ASSERT_SNPU(snpuMemcpyAsync(dev, pinned, 4096, snpuMemcpyHostToDevice, s));
+  ASSERT_SNPU(snpuMemsetAsync(dev, 0, 4096, s));
+  ASSERT_SNPU(snpuMemcpyAsync(dev, static_cast<char*>(dev) + 2048, 16, snpuMemcpyDeviceToDevice, s));
+  ASSERT_SNPU(snpuMemcpyAsync(pinned, dev, 4096, snpuMemcpyDeviceToHost, s));
+  ASSERT_SNPU(launch(s, "traced failure", [] { return 2; }));
+  EXPECT_EQ(snpuStreamSynchronize(s), snpuErrorKernelFailed);
+  ASSERT_SNPU(snpuActivityEnable(0));
+  ASSERT_SNPU(launch(s, "after disabling", [] { return 0; }));
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+
+  std::vector<snpuActivityRecord> records = drain_all();
+  EXPECT_EQ(records.size(), 6u);
+  EXPECT_EQ(find(records, "before enabling"), nullptr);
+  EXPECT_EQ(find(records, "after disabling"), nullptr);
+  const snpuActivityRecord* traced = find(records, "traced");
+  ASSERT_NE(traced, nullptr);
+  EXPECT_EQ(traced->device, 1);
+  EXPECT_EQ(traced->stream_id, sid);
+  EXPECT_EQ(traced->correlation_id, 77u);
+  EXPECT_GE(traced->end_ns - traced->start_ns, 4'000'000);
+  EXPECT_FALSE(traced->failed);
+  for (const char* name : {"Memcpy HtoD", "Memset", "Memcpy DtoD", "Memcpy DtoH"}) {
+    const snpuActivityRecord* r = find(records, name);
+    ASSERT_NE(r, nullptr) << name;
+    EXPECT_EQ(r->correlation_id, 78u) << name;
+    EXPECT_LE(r->start_ns, r->end_ns) << name;
+  }
+  const snpuActivityRecord* failure = find(records, "traced failure");
+  ASSERT_NE(failure, nullptr);
+  EXPECT_TRUE(failure->failed);
+  // Oldest first, on the profiler's clock (CLOCK_REALTIME).
+  for (size_t i = 1; i < records.size(); ++i) EXPECT_LE(records[i - 1].end_ns, records[i].start_ns);
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                 std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_LT(std::abs(now - records.back().end_ns), int64_t(60'000'000'000));
+  size_t n = 1;
+  ASSERT_SNPU(snpuActivityDrain(nullptr, 0, &n));
+  EXPECT_EQ(n, 0u) << "drained";
+
+  ASSERT_SNPU(snpuFree(dev));
+  ASSERT_SNPU(snpuFreeHost(pinned));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+  ASSERT_SNPU(snpuSetDevice(0));
+}
+
+TEST(Stats, CountLaunchesCompletionsBusyTimeAndWaits) {
+  snpuDeviceStats before, after;
+  ASSERT_SNPU(snpuGetDeviceStats(0, &before));
+  ASSERT_SNPU(launch(nullptr, "busy", [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return 0;
+  }));
+  for (int i = 0; i < 9; ++i) ASSERT_SNPU(launch(nullptr, "empty", [] { return 0; }));
+  ASSERT_SNPU(snpuDeviceSynchronize());  // had to wait for the 20 ms kernel
+  ASSERT_SNPU(snpuGetDeviceStats(0, &after));
+  EXPECT_EQ(after.kernels_launched - before.kernels_launched, 10u);
+  EXPECT_EQ(after.kernels_completed - before.kernels_completed, 10u);
+  EXPECT_GE(after.busy_ns - before.busy_ns, 19'000'000u);
+  EXPECT_GE(after.sync_waits - before.sync_waits, 1u);
+}
+
+TEST(Stats, UnusedDeviceReportsNothing) {
+  ScopedEnv env({{"SOFTNPU_DEVICE_COUNT", "3"}, {"ASCEND_RT_VISIBLE_DEVICES", nullptr}});
+  snpuDeviceStats stats;
+  stats.kernels_launched = 5;
+  ASSERT_SNPU(snpuGetDeviceStats(2, &stats));
+  EXPECT_EQ(stats.kernels_launched, 0u);
+  EXPECT_EQ(stats.memory_in_use, 0u);
+}
+
+}  // namespace
+}  // namespace softnpu::test

@@ -1,0 +1,53 @@
+// The launch hot path allocates nothing in steady state. This executable replaces the global operator new to count
+// allocations (the runtime's objects are linked in, so its allocations are counted too).
+#include <cstdlib>
+#include <new>
+
+#include "test_util.h"
+
+namespace {
+
+std::atomic<long> g_allocations{0};
+
+}  // namespace
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace softnpu::test {
+namespace {
+
+int empty_kernel(void*) { return 0; }
+
+TEST(LaunchPath, LaunchingAllocatesNothingInSteadyState) {
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  snpuEvent_t e;
+  ASSERT_SNPU(snpuEventCreate(&e, 0));
+  constexpr int kLaunches = 5000;
+  auto round = [&] {
+    Gate gate;  // keeps the queue filling, so it must hold every launch
+    EXPECT_SNPU(gate.hold(s));
+    long before = g_allocations.load();
+    for (int i = 0; i < kLaunches; ++i) {
+      EXPECT_SNPU(snpuLaunchKernel(s, "empty", empty_kernel, nullptr, nullptr));
+      if (i % 100 == 0) EXPECT_SNPU(snpuEventRecord(e, s));
+    }
+    long allocations = g_allocations.load() - before;
+    gate.open();
+    EXPECT_SNPU(snpuStreamSynchronize(s));
+    return allocations;
+  };
+  round();  // the queue grows to its working size
+  EXPECT_EQ(round(), 0);
+  ASSERT_SNPU(snpuEventDestroy(e));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
+}  // namespace
+}  // namespace softnpu::test

@@ -1,0 +1,40 @@
+"""softnpu: a software NPU for PyTorch.
+
+Importing softnpu (or torch_npu, or just torch: softnpu registers itself through the ``torch.backends`` entry point)
+makes the ``npu`` device available: ``torch.device("npu:0")``, ``tensor.npu()``, ``torch.npu``. Device memory,
+streams and kernels are provided by softnpu's runtime, which executes ATen's CPU kernels on its own compute threads.
+"""
+
+import os
+import sys
+
+import torch
+
+from . import _C  # noqa: F401  (loads the backend: kernels, guard, hooks, allocators)
+from . import npu
+
+__version__ = "0.1.0"
+__all__ = ["npu", "__version__"]
+
+
+def _register():
+    if getattr(torch, "npu", None) is npu:
+        return
+    torch.utils.rename_privateuse1_backend("npu")
+    torch._register_device_module("npu", npu)
+    # Submodules under their torch.npu names, so `from torch.npu.amp import ...` finds these modules rather than
+    # loading second copies.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("softnpu.npu."):
+            sys.modules["torch.npu." + name[len("softnpu.npu."):]] = module
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+
+_register()
+
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: ``import torch`` alone registers the npu device."""
+    # Importing this module already registered everything.

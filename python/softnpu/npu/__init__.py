@@ -1,0 +1,124 @@
+"""torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
+
+from . import amp
+from .device import (
+    _is_in_bad_fork,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    init,
+    is_available,
+    is_initialized,
+    set_device,
+    synchronize,
+    utilization,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from .sync import sync_points
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is supported (the CPU kernels implement it)."""
+    return True
+
+
+def get_amp_supported_dtype():
+    """Lower-precision dtypes autocast may use on npu."""
+    import torch
+
+    return [torch.float16, torch.bfloat16]
+
+
+def __getattr__(name: str):
+    # default_generators is filled on first use, as torch.cuda.default_generators is at lazy init.
+    if name == "default_generators":
+        from .random import _generators
+
+        return _generators()
+    raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
+
+
+def _sleep(seconds: float) -> None:
+    """Keeps the current stream busy for `seconds` (a spinning kernel), as torch.cuda._sleep; for tests."""
+    from .. import _C
+
+    _C._sleep(seconds)
+
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "amp",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_snapshot",
+    "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "sync_points",
+    "synchronize",
+    "utilization",
+]

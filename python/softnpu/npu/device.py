@@ -1,0 +1,198 @@
+"""Devices: counting, selecting, properties, synchronization (torch.cuda's device functions, for npu)."""
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import _C
+
+_initialized = False
+_bad_fork = False
+_init_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    global _bad_fork
+    # The runtime's compute threads do not survive fork: a forked child must not use the parent's device.
+    if _initialized:
+        _bad_fork = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _is_in_bad_fork() -> bool:
+    return _bad_fork
+
+
+def _lazy_init() -> None:
+    global _initialized
+    if _initialized:
+        return
+    with _init_lock:
+        if _initialized:
+            return
+        if _bad_fork:
+            raise RuntimeError(
+                "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use the "
+                "'spawn' start method"
+            )
+        _C._device_count()  # starts the runtime; a malformed SOFTNPU_*/ASCEND_* variable raises here, named
+        _initialized = True
+
+
+def _device_index(device: Any, optional: bool = False) -> int:
+    """The index of an npu device given as int, str, torch.device or None (the current device)."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "npu":
+            raise ValueError(f"Expected an npu device, but got: {device}")
+        device = device.index
+    if device is None:
+        if optional:
+            return current_device()
+        raise ValueError("Expected an npu device with an index, got None")
+    if not isinstance(device, int):
+        raise ValueError(f"Expected an int, str or torch.device for an npu device, got {type(device).__name__}")
+    return device
+
+
+def is_available() -> bool:
+    """Whether an npu device can be used (never raises)."""
+    if _bad_fork:
+        return False
+    return _C._device_count_noexcept() > 0
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
+def init() -> None:
+    """Initializes the npu runtime (done lazily by the first use otherwise)."""
+    _lazy_init()
+
+
+def device_count() -> int:
+    if _bad_fork:
+        return 0
+    return _C._device_count_noexcept()
+
+
+def current_device() -> int:
+    _lazy_init()
+    return _C._current_device()
+
+
+def set_device(device: Any) -> None:
+    """Sets the current device. A negative index does nothing, as in CUDA."""
+    index = _device_index(device, optional=True)
+    if index >= 0:
+        _lazy_init()
+        _C._set_device(index)
+
+
+class device:
+    """Context manager that changes the current device (torch.cuda.device)."""
+
+    def __init__(self, device: Any):
+        self.idx = _device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            _lazy_init()
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *args):
+        if self.prev_idx >= 0:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of a tensor current (no-op for CPU tensors)."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.is_npu else -1)
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work on every stream of the device; raises the first kernel error not yet reported."""
+    _lazy_init()
+    _C._synchronize(_device_index(device, optional=True))
+
+
+@dataclass(frozen=True)
+class _NPUDeviceProperties:
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    major: int
+    minor: int
+    physical_index: int
+
+    @property
+    def cube_core_num(self) -> int:  # torch_npu's name for the compute units
+        return self.multi_processor_count
+
+    @property
+    def vector_core_num(self) -> int:
+        return self.multi_processor_count
+
+    def __repr__(self) -> str:
+        return (
+            f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1 << 20)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+# softnpu's "compute capability": the version of the software device's feature set.
+_CAPABILITY = (1, 0)
+
+
+def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
+    _lazy_init()
+    p = _C._get_device_properties(_device_index(device, optional=True))
+    return _NPUDeviceProperties(
+        name=p["name"],
+        total_memory=p["total_memory"],
+        multi_processor_count=p["compute_threads"],
+        major=_CAPABILITY[0],
+        minor=_CAPABILITY[1],
+        physical_index=p["physical_index"],
+    )
+
+
+def get_device_name(device: Any = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+_utilization_samples: dict[int, tuple[float, int]] = {}
+
+
+def utilization(device: Any = None) -> int:
+    """Percent of time, since the previous call for the device (over 0.1 s at the first), that its compute threads
+    were running kernels, as torch.cuda.utilization reports the GPU's."""
+    _lazy_init()
+    index = _device_index(device, optional=True)
+    threads = _C._get_device_properties(index)["compute_threads"]
+    now, busy = time.monotonic(), _C._runtime_stats(index)["busy_ns"]
+    if index not in _utilization_samples:
+        time.sleep(0.1)
+        _utilization_samples[index] = (now, busy)
+        now, busy = time.monotonic(), _C._runtime_stats(index)["busy_ns"]
+    t0, b0 = _utilization_samples[index]
+    _utilization_samples[index] = (now, busy)
+    elapsed_ns = max((now - t0) * 1e9, 1.0)
+    return int(min(100.0, 100.0 * (busy - b0) / (elapsed_ns * threads)))

@@ -1,0 +1,123 @@
+"""Streams and events (torch.cuda.Stream / torch.cuda.Event, for npu), over torch.Stream and torch.Event."""
+
+from typing import Any, Optional
+
+import torch
+
+from .. import _C
+from .device import _device_index, _lazy_init, device as _device_ctx
+
+_NPU_TYPE = None
+
+
+def _npu_device_type() -> int:
+    global _NPU_TYPE
+    if _NPU_TYPE is None:
+        _NPU_TYPE = _C._current_stream(0)[2] if _C._device_count_noexcept() else 0
+    return _NPU_TYPE
+
+
+class Stream(torch.Stream):
+    """An in-order queue of work on an npu device. Priorities: lower numbers run first (0 is the default)."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
+            return super().__new__(cls, **kwargs)
+        _lazy_init()
+        index = _device_index(device, optional=True)
+        return super().__new__(cls, device=torch.device("npu", index), priority=priority)
+
+    @property
+    def priority(self) -> int:
+        if self.stream_id == 0:
+            return 0
+        return -((self.stream_id - 1) // 32)
+
+    def wait_event(self, event: "Event") -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: Optional["Event"] = None) -> "Event":
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """A marker in a stream: completes when the work queued before it does; carries a timestamp if enable_timing."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise NotImplementedError("npu events cannot be shared between processes")
+        _lazy_init()
+        return super().__new__(cls, device=torch.device("npu", _C._current_device()), enable_timing=enable_timing,
+                               blocking=blocking)
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        super().record(current_stream() if stream is None else stream)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        super().wait(current_stream() if stream is None else stream)
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.Event {self.event_id:#x}>" if self.event_id else "<torch.npu.Event uninitialized>"
+
+
+def _wrap(stream_tuple) -> Stream:
+    stream_id, device_index, device_type = stream_tuple
+    return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    """The current stream of the device (the current device by default), for this thread."""
+    _lazy_init()
+    return _wrap(_C._current_stream(_device_index(device, optional=True)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    _lazy_init()
+    return _wrap(_C._default_stream(_device_index(device, optional=True)))
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Makes the stream current for its device (None does nothing)."""
+    if stream is None:
+        return
+    _lazy_init()
+    _C._set_stream(stream.stream_id, stream.device_index)
+
+
+class StreamContext:
+    """Context manager that makes a stream current (and its device, while inside), as torch.cuda.StreamContext."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.device_ctx = _device_ctx(stream.device_index) if stream is not None else None
+        self.prev_on_device = None
+        self.prev_on_current = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return
+        self.prev_on_current = current_stream()
+        self.device_ctx.__enter__()
+        self.prev_on_device = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+
+    def __exit__(self, *args):
+        if self.stream is None:
+            return False
+        set_stream(self.prev_on_device)
+        self.device_ctx.__exit__(*args)
+        set_stream(self.prev_on_current)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    return StreamContext(stream)
