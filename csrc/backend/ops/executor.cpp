@@ -1,8 +1,10 @@
 #include "backend/ops/executor.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/CPUAllocator.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorGeometry.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -13,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <memory>
 
@@ -197,6 +200,10 @@ void apply_out_metadata(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntA
 
 // CPU tensors over the device memory of npu tensors, for the CPU kernel. Tensors sharing a storage get views of one
 // CPU storage, so ATen's aliasing checks see what they would see on the device.
+//
+// A few CPU kernels grow an output's storage while computing (e.g. huber_loss.out computes elementwise, then
+// reduces). So the storages are resizable, with the CPU allocator; a storage the kernel moved to host memory has its
+// bytes copied back into device memory afterwards (restore()).
 class CpuAliases {
  public:
   at::Tensor operator()(const at::Tensor& t) {
@@ -207,16 +214,18 @@ class CpuAliases {
       return t.unsafeGetTensorImpl()->is_wrapped_number() ? t : t.clone();
     }
     c10::StorageImpl* src = t.storage().unsafeGetStorageImpl();
-    c10::Storage* storage = nullptr;
-    for (auto& [from, to] : storages_)
-      if (from == src) storage = &to;
-    if (!storage) {
-      storages_.emplace_back(src, c10::Storage(c10::Storage::use_byte_size_t(), src->nbytes(),
-                                               c10::DataPtr(src->mutable_data(), c10::Device(c10::kCPU)),
-                                               /*allocator=*/nullptr, /*resizable=*/false));
-      storage = &storages_.back().second;
+    Entry* entry = nullptr;
+    for (auto& e : storages_)
+      if (e.key == src) entry = &e;
+    if (!entry) {
+      void* base = src->mutable_data();
+      storages_.push_back(Entry{src, base, src->nbytes(),
+                                c10::Storage(c10::Storage::use_byte_size_t(), src->nbytes(),
+                                             c10::DataPtr(base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
+                                             /*resizable=*/true)});
+      entry = &storages_.back();
     }
-    auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(*storage),
+    auto alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry->cpu),
                                                           c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
     alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     if (t.is_conj()) alias._set_conj(true);
@@ -224,8 +233,37 @@ class CpuAliases {
     return alias;
   }
 
+  // On the compute thread, after the kernel: whether the kernel moved some storage to host memory.
+  bool moved() {
+    for (auto& e : storages_)
+      if (e.cpu.mutable_data() != e.base) return true;
+    return false;
+  }
+
+  // Copies the bytes of moved storages back into device memory.
+  void restore() {
+    for (auto& e : storages_) {
+      void* now = e.cpu.mutable_data();
+      if (now != e.base && now != nullptr) std::memcpy(e.base, now, std::min(e.nbytes, e.cpu.nbytes()));
+    }
+  }
+
+  // Points every storage at its device memory again (dropping what a kernel wrote elsewhere).
+  void reset() {
+    for (auto& e : storages_) {
+      e.cpu.unsafeGetStorageImpl()->set_data_ptr_noswap(c10::DataPtr(e.base, c10::Device(c10::kCPU)));
+      e.cpu.set_nbytes(e.nbytes);
+    }
+  }
+
  private:
-  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 4> storages_;
+  struct Entry {
+    c10::StorageImpl* key;  // the npu storage: compared on the host only, never dereferenced by the kernel
+    void* base;
+    size_t nbytes;
+    c10::Storage cpu;
+  };
+  c10::SmallVector<Entry, 4> storages_;
 };
 
 // Results of a synchronizing launch, handed back to the waiting host thread.
@@ -235,13 +273,19 @@ struct SyncResult {
 };
 
 struct KernelLaunch {
-  c10::OperatorHandle op;
-  torch::jit::Stack stack;                            // the CPU kernel's arguments
+  OpInfo* info;
+  torch::jit::Stack stack;                                 // the op's arguments, as the CPU kernel takes them
   c10::SmallVector<std::pair<size_t, uint64_t>, 1> seeds;  // generator argument -> seed drawn at launch
-  std::vector<c10::IValue> copy_targets;  // per return: where to copy it (ops without an out= overload)
+  // Per return: the CPU alias of its preallocated device output (None for returns that alias an argument). Empty
+  // when the op has no fresh returns.
+  std::vector<c10::IValue> outputs;
+  std::vector<at::TensorGeometry> output_geometry;  // their metadata, when the out= overload runs
+  bool use_out_variant = false;
+  std::shared_ptr<const MetaResult> meta;
   std::shared_ptr<SyncResult> sync;
+  CpuAliases aliases;
 
-  explicit KernelLaunch(c10::OperatorHandle h) : op(std::move(h)) {}
+  explicit KernelLaunch(OpInfo* i) : info(i) {}
 };
 
 // Intra-op parallelism of the kernel: the budget the runtime grants, set through OpenMP's per-thread setting so the
@@ -261,18 +305,60 @@ at::Generator kernel_generator(uint64_t seed) {
   return gen;
 }
 
-void copy_returns(KernelLaunch& k) {
-  for (size_t r = 0; r < k.copy_targets.size(); ++r) {
-    const c10::IValue& target = k.copy_targets[r];
-    const c10::IValue& value = k.stack[r];
+template <typename F>
+void for_each_output(KernelLaunch& k, F&& f) {
+  for (const auto& o : k.outputs) for_each_tensor(o, f);
+}
+
+// A result into its preallocated output. The outputs have the shapes ATen's Meta kernels give, which describe the
+// accelerator kernels; for a few auxiliary outputs (e.g. native_batch_norm's saved statistics in eval mode) the CPU
+// kernel returns another shape, which no device output could take: those are left as the Meta kernel shaped them.
+void copy_result(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.sizes() == src.sizes()) {
+    dst.copy_(src);
+  } else if (dst.numel() == src.numel()) {
+    dst.copy_(src.reshape(dst.sizes()));
+  }
+}
+
+// The op itself; fresh results are copied into the preallocated outputs.
+void run_op(KernelLaunch& k) {
+  k.info->op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &k.stack);
+  for (size_t r = 0; r < k.outputs.size(); ++r) {
+    const c10::IValue& target = k.outputs[r];
     if (target.isTensor()) {
-      target.toTensor().copy_(value.toTensor());
+      copy_result(target.toTensor(), k.stack[r].toTensor());
     } else if (target.isTensorList()) {
       const auto dst = target.toTensorList();
-      const auto src = value.toTensorList();
-      for (size_t i = 0; i < dst.size(); ++i) dst.get(i).copy_(src.get(i));
+      const auto src = k.stack[r].toTensorList();
+      for (size_t i = 0; i < dst.size(); ++i) copy_result(dst.get(i), src.get(i));
     }
   }
+}
+
+// The out= overload writing straight into the outputs. Some out= kernels do not honour preallocated outputs of the
+// right shape (they resize them, or compute into a grown buffer); then the op runs again as itself, and later
+// launches with the same argument metadata skip the overload.
+void run_out_variant(KernelLaunch& k) {
+  torch::jit::Stack args(k.stack);
+  for (const auto& o : k.outputs) k.stack.push_back(o);
+  k.info->out_variant->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &k.stack);
+  bool intact = !k.aliases.moved();
+  size_t i = 0;
+  for_each_output(k, [&](const at::Tensor& t) {
+    const auto& g = k.output_geometry[i++];
+    intact = intact && t.sizes() == g.sizes() && t.strides() == g.strides();
+  });
+  if (intact) return;
+  k.meta->out_variant_failed.store(true, std::memory_order_relaxed);
+  k.aliases.reset();
+  i = 0;
+  for_each_output(k, [&](const at::Tensor& t) {
+    const auto& g = k.output_geometry[i++];
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(g.sizes(), g.strides(), g.storage_offset());
+  });
+  k.stack = std::move(args);
+  run_op(k);
 }
 
 int run_kernel(void* arg) {
@@ -281,8 +367,12 @@ int run_kernel(void* arg) {
     set_kernel_threads(snpuKernelThreadBudget());
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     for (const auto& [index, seed] : k.seeds) k.stack[index] = kernel_generator(seed);
-    k.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &k.stack);
-    copy_returns(k);
+    if (k.use_out_variant) {
+      run_out_variant(k);
+    } else {
+      run_op(k);
+    }
+    k.aliases.restore();
     if (k.sync) k.sync->returns = std::move(k.stack);
     return 0;
   } catch (const std::exception& e) {
@@ -299,14 +389,13 @@ int run_kernel(void* arg) {
 void free_kernel(void* arg) { delete static_cast<KernelLaunch*>(arg); }
 
 // The CPU kernel's arguments: CPU aliases for tensors, the CPU device for npu devices, seeds for generators.
-void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, CpuAliases& aliases,
-                       KernelLaunch& k) {
+void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, KernelLaunch& k) {
   k.stack.reserve(args.size() + info.op.schema().returns().size());
   for (const auto& a : args) {
     if (a.isDevice() && a.toDevice().type() == kNPU) {
       k.stack.emplace_back(c10::Device(c10::kCPU));
     } else {
-      k.stack.push_back(map_tensors(a, std::ref(aliases)));
+      k.stack.push_back(map_tensors(a, std::ref(k.aliases)));
     }
   }
   for (int g : info.generator_args) {
@@ -350,9 +439,8 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, const std::vector<
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
   g_sync_points.fetch_add(1, std::memory_order_relaxed);
 
-  auto k = std::make_unique<KernelLaunch>(info.op);
-  CpuAliases aliases;
-  prepare_arguments(info, args, aliases, *k);
+  auto k = std::make_unique<KernelLaunch>(&info);
+  prepare_arguments(info, args, *k);
   // out= tensors may need resizing, which device memory cannot do from a CPU kernel: the kernel writes into fresh
   // CPU tensors, copied back below.
   std::vector<at::Tensor> out_temps;
@@ -427,16 +515,17 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t r = 0; r < fresh.size(); ++r)
     if (info.return_alias[r] < 0) fresh[r] = allocate_like(meta->returns[r]);
 
-  const bool use_out_variant = info.fresh_returns > 0 && info.out_variant.has_value();
-  auto k = std::make_unique<KernelLaunch>(use_out_variant ? *info.out_variant : op);
-  CpuAliases aliases;
-  prepare_arguments(info, args, aliases, *k);
-  if (use_out_variant) {
-    for (const auto& f : fresh) k->stack.push_back(map_tensors(f, std::ref(aliases)));
-  } else if (info.fresh_returns > 0) {
-    k->copy_targets.resize(fresh.size());
+  auto k = std::make_unique<KernelLaunch>(&info);
+  prepare_arguments(info, args, *k);
+  if (info.fresh_returns > 0) {
+    k->outputs.resize(fresh.size());
     for (size_t r = 0; r < fresh.size(); ++r)
-      if (info.return_alias[r] < 0) k->copy_targets[r] = map_tensors(fresh[r], std::ref(aliases));
+      if (info.return_alias[r] < 0) k->outputs[r] = map_tensors(fresh[r], std::ref(k->aliases));
+    k->use_out_variant = info.out_variant.has_value() && !meta->out_variant_failed.load(std::memory_order_relaxed);
+    if (k->use_out_variant) {
+      for_each_output(*k, [&](const at::Tensor& t) { k->output_geometry.emplace_back(t); });
+      k->meta = meta;
+    }
   }
   launch(info, stream, std::move(k));
 

@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -18,6 +19,8 @@ namespace softnpu {
 struct MetaResult {
   std::vector<c10::IValue> returns;
   std::vector<c10::IValue> out_args;  // parallel to OpInfo::out_args
+  // Learned by the first kernel: the op's out= overload does not honour outputs of these shapes (executor.cpp).
+  mutable std::atomic<bool> out_variant_failed{false};
 };
 
 struct MetaKey {

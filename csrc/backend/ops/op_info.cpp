@@ -103,7 +103,8 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-  if (fresh_returns > 0 && !returns_non_tensor) out_variant = find_out_variant(schema);
+  if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor)
+    out_variant = find_out_variant(schema);
 }
 
 OpInfo::~OpInfo() = default;

@@ -41,9 +41,6 @@ struct OpInfo {
   // For ops with fresh returns: the out= overload taking the same arguments plus one out tensor per return.
   std::optional<c10::OperatorHandle> out_variant;
 
-  // Learned at run time: the Meta kernel raised NotImplementedError for this op (data-dependent output).
-  std::atomic<bool> meta_unsupported{false};
-
   // Counters for torch.npu's sync-point report.
   std::atomic<uint64_t> launches{0};
   std::atomic<uint64_t> sync_points{0};

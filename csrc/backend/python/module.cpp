@@ -7,6 +7,7 @@
 #include "backend/allocator.h"
 #include "backend/device.h"
 #include "backend/generator.h"
+#include "backend/guard.h"
 #include "backend/npu_error.h"
 #include "backend/ops/executor.h"
 #include "backend/stream.h"
@@ -97,6 +98,14 @@ PYBIND11_MODULE(_C, m) {
       [](double seconds) {
         NPU_CHECK(snpuLaunchKernel(getCurrentNPUStream().handle(), "softnpu::sleep", sleep_kernel,
                                    reinterpret_cast<void*>(static_cast<intptr_t>(seconds * 1e9)), nullptr));
+      },
+      py::call_guard<py::gil_scoped_release>());
+
+  // torch.Event.elapsed_time accepts only torch.Event itself as `other`; torch.npu.Event subclasses it.
+  m.def(
+      "_event_elapsed_time",
+      [](uintptr_t start, uintptr_t end) {
+        return NPUGuardImpl().elapsedTime(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end), -1);
       },
       py::call_guard<py::gil_scoped_release>());
 

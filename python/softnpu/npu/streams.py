@@ -65,6 +65,10 @@ class Event(torch.Event):
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
         super().wait(current_stream() if stream is None else stream)
 
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds between this event and end_event (both recorded, completed, and with enable_timing)."""
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
     def __repr__(self) -> str:
         return f"<torch.npu.Event {self.event_id:#x}>" if self.event_id else "<torch.npu.Event uninitialized>"
 
