@@ -56,12 +56,26 @@ tsan: deps
 test-python: build
 	$(PY) -m pytest tests -q
 
-test: test-runtime tsan test-python
+# The C++ example (examples/cpp): a libtorch program built with find_package(Torch) and find_package(softnpu) against
+# the installed packages, and run by ctest. The prefixes are read when the recipe runs, after `build`.
+TORCH_CMAKE_PREFIX = $$($(PY) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+SOFTNPU_CMAKE_PREFIX = $$($(PY) -c 'import importlib.util, pathlib; \
+  print(pathlib.Path(importlib.util.find_spec("softnpu").origin).parent / "share" / "cmake")')
+
+test-cpp: build
+	$(CMAKE) -S examples/cpp -B build/example -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$$(command -v ccache) \
+	  -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE_PREFIX);$(SOFTNPU_CMAKE_PREFIX)"
+	$(CMAKE) --build build/example -j $(JOBS)
+	$(CTEST) --test-dir build/example --output-on-failure
+
+test: test-runtime tsan test-python test-cpp
 
 # ---------------------------------------------------------------- main jobs
 
 bench: test-runtime build
-	build/runtime/csrc/runtime/bench/runtime_bench
+	@mkdir -p benchmarks/results
+	build/runtime/csrc/runtime/bench/runtime_bench --json benchmarks/results/runtime.json
 
 demo: build
 	$(PY) examples/demo.py

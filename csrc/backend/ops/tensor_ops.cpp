@@ -127,6 +127,17 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
   NPUCachingAllocator::get()->recordStream(self.storage().data_ptr(), stream);
 }
 
+// Whether `from`'s TensorImpl may replace `self`'s (set_data, `tensor.data = ...`), which C++'s Module::to and Python's
+// nn.Module.to use to move parameters in place. ATen's test knows only its built-in dense backends, so moving a CPU
+// parameter to npu would raise in C++ (and give a new Parameter object in Python): dense npu is like dense CPU.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](c10::DispatchKeySet ks) {
+    return ks.has(c10::DispatchKey::CPU) || ks.has(c10::DispatchKey::PrivateUse1);
+  };
+  if (dense(self.key_set()) && dense(from.key_set())) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -142,6 +153,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace softnpu
