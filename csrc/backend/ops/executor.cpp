@@ -138,10 +138,10 @@ c10::IValue move_indices_to_device(const c10::IValue& v, c10::DeviceIndex device
 // ------------------------------------------------------------------------------------------------ meta
 
 at::Tensor to_meta(const at::Tensor& t) {
-  if (!t.defined()) return t;
+  // Wrapped numbers (Python scalars) stay CPU scalars, as Meta kernels, including those written in Python, expect.
+  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
   at::Tensor m = at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt,
                                                 std::nullopt, std::nullopt);
-  if (t.unsafeGetTensorImpl()->is_wrapped_number()) m.unsafeGetTensorImpl()->set_wrapped_number(true);
   if (t.is_conj()) m._set_conj(true);
   if (t.is_neg()) m._set_neg(true);
   return m;
@@ -314,6 +314,7 @@ void for_each_output(KernelLaunch& k, F&& f) {
 // accelerator kernels; for a few auxiliary outputs (e.g. native_batch_norm's saved statistics in eval mode) the CPU
 // kernel returns another shape, which no device output could take: those are left as the Meta kernel shaped them.
 void copy_result(const at::Tensor& dst, const at::Tensor& src) {
+  if (!dst.defined() || !src.defined()) return;
   if (dst.sizes() == src.sizes()) {
     dst.copy_(src);
   } else if (dst.numel() == src.numel()) {
@@ -521,7 +522,11 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     k->outputs.resize(fresh.size());
     for (size_t r = 0; r < fresh.size(); ++r)
       if (info.return_alias[r] < 0) k->outputs[r] = map_tensors(fresh[r], std::ref(k->aliases));
-    k->use_out_variant = info.out_variant.has_value() && !meta->out_variant_failed.load(std::memory_order_relaxed);
+    // An out= overload cannot take an undefined output (a gradient not asked for, as in convolution_backward).
+    bool all_defined = true;
+    for_each_output(*k, [&](const at::Tensor& t) { all_defined = all_defined && t.defined(); });
+    k->use_out_variant =
+        all_defined && info.out_variant.has_value() && !meta->out_variant_failed.load(std::memory_order_relaxed);
     if (k->use_out_variant) {
       for_each_output(*k, [&](const at::Tensor& t) { k->output_geometry.emplace_back(t); });
       k->meta = meta;
