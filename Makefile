@@ -36,8 +36,9 @@ deps: $(STAMPS)/apt $(STAMPS)/venv
 
 # The Python package with its C++ extension, the runtime library and npu-smi, built by CMake through
 # scikit-build-core against the installed torch (never in an isolated environment: that would fetch another torch).
+# Concurrent builds (several shells, editors) share build/py: they take turns.
 build: deps
-	$(PIP) install --quiet --no-build-isolation --no-deps .
+	flock $(VENV)/.build.lock $(PIP) install --quiet --no-build-isolation --no-deps .
 
 # ---------------------------------------------------------------- tests
 

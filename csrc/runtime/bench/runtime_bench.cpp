@@ -126,8 +126,8 @@ int main(int argc, char** argv) {
   int64_t t1 = now_ns();
   CHECK(snpuStreamSynchronize(s));
   int64_t t2 = now_ns();
-  results.push_back({"empty kernels per second (launch all, one sync)", kLaunches / (static_cast<double>(t2 - t0) / 1e9),
-                     "1/s"});
+  results.push_back(
+      {"empty kernels per second (launch all, one sync)", kLaunches / (static_cast<double>(t2 - t0) / 1e9), "1/s"});
   results.push_back({"host time per launch", static_cast<double>(t1 - t0) / kLaunches, "ns"});
 
   snpuEvent_t e;

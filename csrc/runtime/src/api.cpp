@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -285,7 +284,7 @@ snpuError_t snpuStreamDestroy(snpuStream_t stream) {
     if (s == s->device->default_stream())
       return fail(snpuErrorInvalidHandle, "snpuStreamDestroy: the default stream cannot be destroyed");
     if (in_kernel()) return not_in_kernel("snpuStreamDestroy");
-    stream_handles().remove(stream);
+    if (!stream_handles().remove(stream)) return rt->stream(stream, "snpuStreamDestroy", &s);  // destroyed meanwhile
     s->wait_for(s->enqueued());
     s->device->forget_stream(s);
     s->release();
@@ -388,7 +387,8 @@ snpuError_t snpuEventDestroy(snpuEvent_t event) {
     Event* ev;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->event(event, "snpuEventDestroy", &ev)) return e;
-    if (event_handles().remove(event)) ev->release();
+    if (!event_handles().remove(event)) return rt->event(event, "snpuEventDestroy", &ev);  // destroyed meanwhile
+    ev->release();
     return snpuSuccess;
   });
 }

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -89,6 +90,11 @@ snpuError_t Device::synchronize(bool report) {
   return failed ? report_kernel_error(std::move(error), runtime->config.launch_blocking) : snpuSuccess;
 }
 
+bool Device::idle() {
+  std::lock_guard lock(streams_mutex_);
+  return std::all_of(streams_.begin(), streams_.end(), [](Stream* s) { return s->reached(s->enqueued()); });
+}
+
 void Device::make_ready(Stream* s) {
   if (!threads_started_.load(std::memory_order_acquire)) start_threads();
   std::lock_guard lock(mutex_);
@@ -100,7 +106,13 @@ void Device::make_ready(Stream* s) {
   }
   ready_tail_[level] = s;
   ready_mask_.fetch_or(1u << level, std::memory_order_relaxed);
-  if (sleepers_ > 0) cv_.notify_one();
+  wake_one();
+}
+
+// Called with mutex_ held. A spinning thread finds the work itself (it rechecks under mutex_ before sleeping), so
+// the futex wake is spent only when every idle thread sleeps.
+void Device::wake_one() {
+  if (sleepers_ > 0 && !spinning_.load(std::memory_order_relaxed)) cv_.notify_one();
 }
 
 void Device::start_threads() {
@@ -131,12 +143,17 @@ void Device::compute_loop(int thread_index) {
 }
 
 Stream* Device::take_ready() {
-  auto spin_end = Clock::now() + kIdleSpin;
-  while (ready_mask_.load(std::memory_order_relaxed) == 0 && !stopping_.load(std::memory_order_relaxed)) {
-    for (int i = 0; i < 64; ++i) SpinLock::relax();
-    if (Clock::now() >= spin_end) break;
+  // One idle thread per device spins; more would only take cores from the host thread and the running kernels.
+  bool spinning = !spinning_.exchange(true, std::memory_order_relaxed);
+  if (spinning) {
+    spin_until(
+        [this] {
+          return ready_mask_.load(std::memory_order_relaxed) != 0 || stopping_.load(std::memory_order_relaxed);
+        },
+        kIdleSpin);
   }
   std::unique_lock lock(mutex_);
+  if (spinning) spinning_.store(false, std::memory_order_relaxed);
   for (;;) {
     uint32_t mask = ready_mask_.load(std::memory_order_relaxed);
     if (mask != 0) {
@@ -148,6 +165,7 @@ Stream* Device::take_ready() {
         ready_tail_[level] = nullptr;
         ready_mask_.fetch_and(~(1u << level), std::memory_order_relaxed);
       }
+      if (ready_mask_.load(std::memory_order_relaxed) != 0) wake_one();  // more work than this thread takes
       return s;
     }
     if (stopping_.load(std::memory_order_relaxed)) return nullptr;

@@ -19,7 +19,7 @@ class Runtime;
 class Device {
  public:
   Device(Runtime* runtime, int index, int physical, int cores, uint64_t capacity);
-  // Stops the compute threads (stop() must have been called) and releases the default stream.
+  // Releases the default stream. stop() must have been called: the compute threads are gone.
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -49,6 +49,8 @@ class Device {
   // Waits for all work queued so far on every stream of the device. If report, returns the earliest unreported
   // kernel error among them (snpuErrorKernelFailed), leaving the others for later calls.
   snpuError_t synchronize(bool report);
+  // Whether every stream of the device has completed all its work.
+  bool idle();
 
   // ---- scheduler
 
@@ -62,6 +64,7 @@ class Device {
   void start_threads();
   void compute_loop(int thread_index);
   Stream* take_ready();
+  void wake_one();
   void run(Stream* s, std::vector<Stream*>* woken);
   void execute(Stream* s, const Task& task);
 
@@ -78,6 +81,7 @@ class Device {
   Stream* ready_tail_[kPriorityLevels] = {};
   std::atomic<uint32_t> ready_mask_{0};  // bit l set while level l's list is not empty: read without the lock
   int sleepers_ = 0;                     // compute threads sleeping on cv_; guarded by mutex_
+  std::atomic<bool> spinning_{false};    // an idle compute thread is spinning: it needs no wake-up
   std::atomic<bool> stopping_{false};
 
   std::mutex threads_mutex_;

@@ -23,7 +23,8 @@ class HandleTable {
     } else {
       if (used_ == kMaxChunks * kChunkSize) return nullptr;
       index = used_++;
-      if ((index & kChunkMask) == 0) chunks_[index >> kChunkBits].store(new Slot[kChunkSize], std::memory_order_release);
+      if ((index & kChunkMask) == 0)
+        chunks_[index >> kChunkBits].store(new Slot[kChunkSize], std::memory_order_release);
     }
     Slot& s = slot(index);
     ++s.generation;

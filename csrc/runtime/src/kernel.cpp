@@ -35,9 +35,10 @@ snpuError_t launch(Stream* s, Task task, bool wait) {
   // Logged before enqueueing: once queued, the kernel may run and its name stop being valid.
   SNPU_LOG(log::kInfo, "launch %s on device %d stream %llu", task.name, d->index,
            static_cast<unsigned long long>(s->id));
-  uint64_t seq = s->enqueue(task);
+  // Counted first, so readers never see more kernels completed than launched.
   if (task.kind == TaskKind::kKernel || task.kind == TaskKind::kCopy || task.kind == TaskKind::kMemset)
     d->counters()->kernels_launched.fetch_add(1, std::memory_order_relaxed);
+  uint64_t seq = s->enqueue(task);
   if ((wait || d->runtime->config.launch_blocking) && !in_kernel()) return synchronize(s, seq);
   return snpuSuccess;
 }

@@ -47,7 +47,8 @@ void Memory::release_all() {
   for (auto& [base, a] : allocations_) {
     if (a.device) {
       a.device->memory_used.fetch_sub(a.mapped, std::memory_order_relaxed);
-      if (stats::DeviceCounters* c = a.device->counters_if_used()) stats::add_memory(c, -static_cast<int64_t>(a.mapped));
+      if (stats::DeviceCounters* c = a.device->counters_if_used())
+        stats::add_memory(c, -static_cast<int64_t>(a.mapped));
     }
     unmap(a);
   }

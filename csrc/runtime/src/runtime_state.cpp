@@ -1,5 +1,6 @@
 #include "runtime_state.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <new>
@@ -45,7 +46,11 @@ Runtime::Runtime(const Config& config, uint64_t epoch) : config(config), epoch(e
 }
 
 Runtime::~Runtime() {
-  for (auto& d : devices) d->synchronize(false);
+  // Kernels may launch more work, on any device: wait until all devices are idle at once.
+  for (bool idle = false; !idle;) {
+    for (auto& d : devices) d->synchronize(false);
+    idle = std::all_of(devices.begin(), devices.end(), [](const auto& d) { return d->idle(); });
+  }
   for (Event* e : event_handles().remove_all()) e->release();
   for (Stream* s : stream_handles().remove_all()) {
     if (s == s->device->default_stream()) continue;  // owned by its device

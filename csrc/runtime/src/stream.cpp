@@ -59,13 +59,7 @@ uint64_t Stream::enqueue(const Task& task) {
 
 bool Stream::wait_for(uint64_t seq) {
   if (reached(seq)) return false;
-  auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
-  do {
-    for (int i = 0; i < 64; ++i) {
-      if (reached(seq)) return true;
-      SpinLock::relax();
-    }
-  } while (std::chrono::steady_clock::now() < spin_end);
+  if (spin_until([&] { return reached(seq); }, kHostSpin)) return true;
   // Dekker with the completing thread (both sequentially consistent): either it sees us waiting and notifies, or
   // we see its completion.
   host_waiters_.fetch_add(1, std::memory_order_seq_cst);

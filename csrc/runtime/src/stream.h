@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -56,6 +57,21 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
+// Spins until done() or the time is up, yielding the core between rounds: when threads outnumber cores, the thread
+// that would make done() true may be waiting for this very core.
+template <class Done>
+bool spin_until(Done done, std::chrono::microseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      SpinLock::relax();
+    }
+    if (std::chrono::steady_clock::now() >= end) return done();
+    std::this_thread::yield();
+  }
+}
+
 enum class TaskKind : uint8_t { kKernel, kCopy, kMemset, kRecord, kWait };
 
 // One unit of stream work. Fixed-size and trivially copyable, so the queue never allocates per launch.
@@ -95,7 +111,6 @@ class TaskQueue {
  public:
   TaskQueue() : tasks_(new Task[kInitialCapacity]), capacity_(kInitialCapacity) {}
   bool empty() const { return size_ == 0; }
-  size_t size() const { return size_; }
   const Task& front() const { return tasks_[head_]; }
   void pop() {
     head_ = (head_ + 1) & (capacity_ - 1);
@@ -202,8 +217,7 @@ class Stream {
 // reports s's unreported kernel error if it came at or before seq.
 snpuError_t synchronize(Stream* s, uint64_t seq);
 
-// Releases what a task holds once it is done with (run or dropped): the cleanup of a kernel that never ran is the
-// caller's business; this handles the references of event records and waits.
+// Releases the references an event record or a wait holds, once the task has run or was dropped.
 void release_task_references(const Task& task);
 
 }  // namespace softnpu::rt

@@ -228,6 +228,24 @@ TEST(Lifecycle, ShutdownWaitsForWorkReleasesEverythingAndInitStartsAfresh) {
   ASSERT_SNPU(snpuStreamDestroy(fresh));
 }
 
+TEST(Lifecycle, ShutdownWaitsForWorkThatLaunchesMoreWork) {
+  std::atomic<bool> grandchild_ran{false};
+  ASSERT_SNPU(launch(nullptr, "parent", [&]() -> int {
+    std::this_thread::sleep_for(20ms);
+    snpuStream_t other_device;
+    if (snpuGetDefaultStream(1, &other_device) != snpuSuccess) return 1;
+    return launch(other_device, "child", [&]() -> int {
+      std::this_thread::sleep_for(20ms);
+      return launch(nullptr, "grandchild", [&] {
+        grandchild_ran = true;
+        return 0;
+      });
+    });
+  }));
+  ASSERT_SNPU(snpuShutdown());
+  EXPECT_TRUE(grandchild_ran);
+}
+
 TEST(Lifecycle, ConcurrentFirstCallsInitializeOnce) {
   ASSERT_SNPU(snpuShutdown());
   std::vector<std::thread> threads;

@@ -58,6 +58,15 @@ TEST(KernelErrors, ReportedOnceByTheNextSynchronizeThenTheStreamIsUsable) {
   ASSERT_SNPU(snpuStreamDestroy(s));
 }
 
+TEST(KernelErrors, MessagesSetOutsideKernelsAreIgnored) {
+  snpuKernelSetErrorMessage("set by the host");
+  ASSERT_SNPU(snpuLaunchKernel(nullptr, "quiet", fail_silently, nullptr, nullptr));
+  EXPECT_EQ(snpuDeviceSynchronize(), snpuErrorKernelFailed);
+  const char* text;
+  ASSERT_SNPU(snpuGetLastKernelError(nullptr, &text, nullptr, nullptr, nullptr));
+  EXPECT_EQ(std::string(text).find("set by the host"), std::string::npos) << text;
+}
+
 TEST(KernelErrors, OnlyTheFirstUnreportedFailureIsKept) {
   snpuStream_t s;
   ASSERT_SNPU(snpuStreamCreate(&s, 0));

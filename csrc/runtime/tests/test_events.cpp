@@ -84,6 +84,7 @@ TEST(Events, ElapsedTimeRefusesUntimedUnrecordedAndUnfinishedEvents) {
 }
 
 TEST(Events, RecordingAgainReplacesTheCapture) {
+  ScopedEnv env({{"SOFTNPU_CORES", "2"}});  // one core for the gate, one for the idle stream
   snpuStream_t held, idle;
   ASSERT_SNPU(snpuStreamCreate(&held, 0));
   ASSERT_SNPU(snpuStreamCreate(&idle, 0));

@@ -11,6 +11,9 @@ std::atomic<long> g_allocations{0};
 
 }  // namespace
 
+// GCC takes the replacement pair for a mismatch: operator new here is malloc, so free is its match.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size ? size : 1)) return p;
@@ -25,6 +28,9 @@ namespace {
 int empty_kernel(void*) { return 0; }
 
 TEST(LaunchPath, LaunchingAllocatesNothingInSteadyState) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer's operator new takes precedence over this file's, so nothing can be counted";
+#endif
   snpuStream_t s;
   ASSERT_SNPU(snpuStreamCreate(&s, 0));
   snpuEvent_t e;
@@ -36,14 +42,16 @@ TEST(LaunchPath, LaunchingAllocatesNothingInSteadyState) {
     long before = g_allocations.load();
     for (int i = 0; i < kLaunches; ++i) {
       EXPECT_SNPU(snpuLaunchKernel(s, "empty", empty_kernel, nullptr, nullptr));
-      if (i % 100 == 0) EXPECT_SNPU(snpuEventRecord(e, s));
+      if (i % 100 == 0) {
+        EXPECT_SNPU(snpuEventRecord(e, s));
+      }
     }
     long allocations = g_allocations.load() - before;
     gate.open();
     EXPECT_SNPU(snpuStreamSynchronize(s));
     return allocations;
   };
-  round();  // the queue grows to its working size
+  EXPECT_GT(round(), 0) << "the queue grows to its working size, and the count sees the runtime's allocations";
   EXPECT_EQ(round(), 0);
   ASSERT_SNPU(snpuEventDestroy(e));
   ASSERT_SNPU(snpuStreamDestroy(s));
