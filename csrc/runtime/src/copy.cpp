@@ -1,10 +1,12 @@
 #include "copy.h"
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "kernel.h"
 #include "runtime_state.h"
+#include "staging.h"
 
 namespace softnpu::rt {
 
@@ -60,6 +62,7 @@ struct CopyPlan {
   Task task{};
   Device* device = nullptr;  // owner of the device side; null for host to host
   bool pageable = false;     // a host side is not pinned: the copy must complete before the call returns
+  bool stage = false;        // host to device from pageable memory: staged instead (copy_async)
 };
 
 snpuError_t plan_copy(const Runtime& rt, void* dst, const void* src, size_t size, snpuMemcpyKind kind,
@@ -88,6 +91,7 @@ snpuError_t plan_copy(const Runtime& rt, void* dst, const void* src, size_t size
   plan->task.copy.size = size;
   plan->device = src_device ? s.owner : d.owner;
   plan->pageable = (!dst_device && !d.pinned) || (!src_device && !s.pinned);
+  plan->stage = dst_device && !src_device && !s.pinned;
   return snpuSuccess;
 }
 
@@ -110,6 +114,14 @@ snpuError_t copy_async(Runtime& rt, void* dst, const void* src, size_t size, snp
   CopyPlan plan;
   if (snpuError_t e = plan_copy(rt, dst, src, size, kind, "snpuMemcpyAsync", &plan)) return e;
   if (size == 0) return snpuSuccess;
+  if (plan.stage) {
+    // Host to device from pageable memory: staged, so neither the caller's buffer nor the host waits.
+    void* staging = staging_acquire(size);
+    std::memcpy(staging, src, size);
+    plan.task.copy.src = staging;
+    plan.task.copy.staging = staging;
+    return launch(s, plan.task, false);
+  }
   if (plan.pageable && in_kernel())
     return refuse_in_kernel("snpuMemcpyAsync with pageable host memory",
                             "it waits for the copy to complete, which could deadlock; use pinned memory");

@@ -1,5 +1,7 @@
 #include "stream.h"
 
+#include "staging.h"
+
 #include <chrono>
 
 #include "device.h"
@@ -161,6 +163,7 @@ snpuError_t synchronize(Stream* s, uint64_t seq) {
 void release_task_references(const Task& task) {
   if (task.kind == TaskKind::kRecord) task.record.event->release();
   if (task.kind == TaskKind::kWait) task.wait.stream->release();
+  if (task.kind == TaskKind::kCopy && task.copy.staging) staging_release(task.copy.staging);
 }
 
 }  // namespace softnpu::rt

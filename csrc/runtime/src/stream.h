@@ -89,6 +89,7 @@ struct Task {
       void* dst;
       const void* src;
       size_t size;
+      void* staging;  // owned staging buffer holding the source (pageable host to device), or null
     } copy;
     struct {
       void* dst;

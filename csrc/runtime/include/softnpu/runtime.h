@@ -136,8 +136,9 @@ typedef enum snpuMemcpyKind {
 /* SYNC. Copies on the default stream of the device owning the device pointer (the current device for host to
  * host), after the work already queued there, and waits for it. */
 SNPU_API snpuError_t snpuMemcpy(void* dst, const void* src, size_t size, snpuMemcpyKind kind);
-/* ASYNC when the host side is pinned memory (or absent: device to device). With pageable host memory the copy is
- * complete when the call returns, as CUDA does: the caller may reuse its buffer at once. */
+/* ASYNC when the host side is pinned memory (or absent: device to device). With pageable host memory, as CUDA does:
+ * host to device returns once the source is staged in a runtime buffer (the caller may reuse its buffer at once; the
+ * copy runs in stream order), device to host completes before the call returns. */
 SNPU_API snpuError_t snpuMemcpyAsync(void* dst, const void* src, size_t size, snpuMemcpyKind kind,
                                      struct snpuStream* stream);
 /* ASYNC. Sets size bytes of device memory to value. */
