@@ -1,7 +1,5 @@
 #include "device.h"
 
-#include "staging.h"
-
 #include <pthread.h>
 
 #include <algorithm>
@@ -227,7 +225,6 @@ void Device::execute(Stream* s, const Task& task) {
       break;
     case TaskKind::kCopy:
       std::memcpy(task.copy.dst, task.copy.src, task.copy.size);
-      if (task.copy.staging) staging_release(task.copy.staging);
       break;
     case TaskKind::kMemset:
       std::memset(task.memset.dst, task.memset.value, task.memset.size);

@@ -89,7 +89,8 @@ struct Task {
       void* dst;
       const void* src;
       size_t size;
-      void* staging;  // owned staging buffer holding the source (pageable host to device), or null
+      void* staging;  // owned staging buffer holding the source (pageable host to device), or null; released
+                      // with the task's other references, once it ran or was dropped
     } copy;
     struct {
       void* dst;
