@@ -191,6 +191,33 @@ TEST(Memory, AsyncCopyFromPinnedMemoryReturnsBeforeItRuns) {
   ASSERT_SNPU(snpuStreamDestroy(s));
 }
 
+// Staging buffers are pooled: copies in flight at the same time must each keep their own, round after round.
+TEST(Memory, StagedCopiesInFlightKeepTheirOwnSources) {
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  constexpr int kCopies = 8;
+  constexpr size_t kBytes = 100000;
+  std::vector<void*> dev(kCopies);
+  for (auto& d : dev) ASSERT_SNPU(snpuMalloc(&d, kBytes));
+  for (int round = 0; round < 3; ++round) {
+    Gate gate;
+    ASSERT_SNPU(gate.hold(s));
+    for (int i = 0; i < kCopies; ++i) {
+      std::vector<uint8_t> src(kBytes, static_cast<uint8_t>(round * kCopies + i));
+      ASSERT_SNPU(snpuMemcpyAsync(dev[i], src.data(), kBytes, snpuMemcpyHostToDevice, s));
+    }
+    gate.open();
+    ASSERT_SNPU(snpuStreamSynchronize(s));
+    for (int i = 0; i < kCopies; ++i) {
+      std::vector<uint8_t> back(kBytes);
+      ASSERT_SNPU(snpuMemcpy(back.data(), dev[i], kBytes, snpuMemcpyDeviceToHost));
+      ASSERT_EQ(back, std::vector<uint8_t>(kBytes, static_cast<uint8_t>(round * kCopies + i))) << round << " " << i;
+    }
+  }
+  for (auto& d : dev) ASSERT_SNPU(snpuFree(d));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
 TEST(Memory, AsyncCopyFromPageableMemoryIsStagedWithoutWaiting) {
   snpuStream_t s;
   ASSERT_SNPU(snpuStreamCreate(&s, 0));

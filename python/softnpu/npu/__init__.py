@@ -3,6 +3,7 @@
 from . import amp
 from .device import (
     _is_in_bad_fork,
+    _lazy_init,  # torch calls torch.npu._lazy_init when it first creates an npu tensor (as torch.cuda's)
     current_device,
     device,
     device_count,

@@ -31,10 +31,10 @@ def _is_in_bad_fork() -> bool:
 
 def _lazy_init() -> None:
     global _initialized
-    if _initialized:
+    if is_initialized():
         return
     with _init_lock:
-        if _initialized:
+        if is_initialized():
             return
         if _bad_fork:
             raise RuntimeError(
@@ -70,7 +70,8 @@ def is_available() -> bool:
 
 
 def is_initialized() -> bool:
-    return _initialized
+    # As torch.cuda: a forked child of an initialized process is not initialized (and cannot be).
+    return _initialized and not _bad_fork
 
 
 def init() -> None:

@@ -25,6 +25,8 @@ class Stream(torch.Stream):
             return super().__new__(cls, **kwargs)
         _lazy_init()
         index = _device_index(device, optional=True)
+        if index < 0:  # as torch.cuda.Stream: a negative index means the current device
+            index = _C._current_device()
         return super().__new__(cls, device=torch.device("npu", index), priority=priority)
 
     @property

@@ -1,0 +1,199 @@
+"""Device memory: the caching allocator's statistics under torch.cuda's names, mem_get_info, empty_cache, and
+out-of-memory with recovery (in a child with a small device)."""
+
+import gc
+
+import pytest
+import torch
+from conftest import MEMORY_MB, MiB, run_python
+
+# Large enough to be its own segment in the large pool.
+SIZE = 64 * MiB
+
+
+@pytest.fixture(autouse=True)
+def _no_garbage():
+    # Tensors kept alive by reference cycles of earlier tests would be freed at a random point of these.
+    gc.collect()
+    torch.npu.synchronize()
+
+
+def _big(device="npu"):
+    return torch.empty(SIZE, dtype=torch.uint8, device=device)
+
+
+def test_memory_allocated_and_reserved_track_tensors():
+    torch.npu.empty_cache()
+    base_alloc = torch.npu.memory_allocated()
+    base_reserved = torch.npu.memory_reserved()
+    x = _big()
+    assert torch.npu.memory_allocated() == base_alloc + SIZE
+    assert torch.npu.memory_reserved() >= base_reserved + SIZE
+    assert torch.npu.memory_allocated(0) == torch.npu.memory_allocated("npu:0")
+    assert torch.npu.memory_allocated(1) == torch.npu.memory_allocated(torch.device("npu", 1))
+    del x
+    assert torch.npu.memory_allocated() == base_alloc
+    # Freed memory stays cached (reserved) until empty_cache, as with CUDA.
+    assert torch.npu.memory_reserved() >= base_reserved + SIZE
+    torch.npu.empty_cache()
+    assert torch.npu.memory_reserved() == base_reserved
+
+
+def test_statistics_are_per_device():
+    before = torch.npu.memory_allocated(0)
+    x = _big("npu:1")
+    assert torch.npu.memory_allocated(0) == before
+    assert torch.npu.memory_allocated(1) >= SIZE
+    with torch.npu.device(1):
+        assert torch.npu.memory_allocated() >= SIZE  # None is the current device
+    del x
+
+
+def test_peaks_and_reset_peak_memory_stats():
+    torch.npu.empty_cache()
+    torch.npu.reset_peak_memory_stats()
+    base = torch.npu.memory_allocated()
+    assert torch.npu.max_memory_allocated() == base
+    x = _big()
+    y = _big()
+    del x, y
+    assert torch.npu.max_memory_allocated() >= base + 2 * SIZE
+    assert torch.npu.max_memory_reserved() >= base + 2 * SIZE
+    torch.npu.empty_cache()
+    torch.npu.reset_peak_memory_stats()
+    assert torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+    assert torch.npu.max_memory_reserved() == torch.npu.memory_reserved()
+
+
+def test_reset_max_and_accumulated_stats():
+    x = _big()
+    del x
+    assert torch.npu.max_memory_allocated() > torch.npu.memory_allocated()
+    torch.npu.reset_max_memory_allocated()
+    assert torch.npu.max_memory_allocated() == torch.npu.memory_allocated()
+    assert torch.npu.memory_stats()["allocation.all.allocated"] > 0
+    torch.npu.reset_accumulated_memory_stats()
+    stats = torch.npu.memory_stats()
+    assert stats["allocation.all.allocated"] == 0 and stats["allocated_bytes.all.freed"] == 0
+    y = _big()
+    stats = torch.npu.memory_stats()
+    assert stats["allocation.all.allocated"] == 1 and stats["allocated_bytes.all.allocated"] == SIZE
+    del y
+
+
+def test_memory_stats_use_cuda_key_names():
+    x = _big()
+    stats = torch.npu.memory_stats()
+    for key in (
+        "allocated_bytes.all.current",
+        "allocated_bytes.all.peak",
+        "allocated_bytes.large_pool.current",
+        "allocated_bytes.small_pool.current",
+        "reserved_bytes.all.current",
+        "reserved_bytes.all.peak",
+        "active_bytes.all.current",
+        "inactive_split_bytes.all.current",
+        "requested_bytes.all.current",
+        "allocation.all.current",
+        "segment.all.current",
+        "num_alloc_retries",
+        "num_ooms",
+    ):
+        assert key in stats, key
+    assert stats["allocated_bytes.all.current"] == torch.npu.memory_allocated()
+    assert stats["reserved_bytes.all.current"] == torch.npu.memory_reserved()
+    assert stats["allocated_bytes.large_pool.current"] >= SIZE
+    assert stats["requested_bytes.all.current"] >= SIZE
+    assert stats["allocation.all.current"] >= 1 and stats["segment.all.current"] >= 1
+    del x
+
+
+def test_mem_get_info_reports_the_device():
+    torch.npu.empty_cache()
+    free, total = torch.npu.mem_get_info()
+    assert total == MEMORY_MB * MiB
+    assert 0 < free <= total
+    x = _big()
+    free_after, _ = torch.npu.mem_get_info()
+    assert free_after <= free - SIZE  # what the allocator reserved is no longer free on the device
+    del x
+    torch.npu.empty_cache()
+    assert torch.npu.mem_get_info()[0] == free
+    assert torch.npu.mem_get_info(1)[1] == MEMORY_MB * MiB
+
+
+def test_empty_cache_waits_for_pending_work_before_returning_memory():
+    # A block freed while its kernel is still queued must survive until the kernel ran: the result stays right.
+    src = torch.arange(1 << 20, dtype=torch.float32, device="npu")
+    torch.npu._sleep(0.3)
+    dst = src.clone()
+    del src
+    torch.npu.empty_cache()
+    assert torch.equal(dst.cpu(), torch.arange(1 << 20, dtype=torch.float32))
+
+
+def test_out_of_memory_and_recovery():
+    result = run_python(
+        """
+        import torch, torch_npu
+        MiB = 1 << 20
+        a = torch.empty(40 * MiB, dtype=torch.uint8, device="npu")
+        try:
+            b = torch.empty(40 * MiB, dtype=torch.uint8, device="npu")
+        except torch.OutOfMemoryError as e:
+            print("OOM", isinstance(e, RuntimeError))
+            print(str(e).replace("\\n", " "))
+        print("num_ooms", torch.npu.memory_stats()["num_ooms"])
+        # Still usable: an allocation that fits works, and after freeing, the large one does.
+        c = torch.ones(1024, device="npu")
+        print("sum", (c + c).sum().item())
+        del a
+        b = torch.empty(40 * MiB, dtype=torch.uint8, device="npu")
+        b.fill_(1)
+        print("after free", b.sum().item() == 40 * MiB)
+        # Cached blocks are freed and the allocation retried before giving up: 40 MiB cached + 50 MiB > 64 MiB.
+        del b
+        retries = torch.npu.memory_stats()["num_alloc_retries"]
+        d = torch.empty(50 * MiB, dtype=torch.uint8, device="npu")
+        print("retried", torch.npu.memory_stats()["num_alloc_retries"] > retries)
+        del d
+        # empty_cache gives the cached 50 MiB back to the device.
+        cached_free = torch.npu.mem_get_info()[0]
+        torch.npu.empty_cache()
+        free, total = torch.npu.mem_get_info()
+        print("returned", free - cached_free >= 50 * MiB, free == total - torch.npu.memory_reserved())
+        """,
+        env={"SOFTNPU_MEMORY_MB": 64},
+    )
+    lines = result.lines
+    assert lines[0] == "OOM True"
+    message = lines[1]
+    # CUDA's kind of message: what was asked, the capacity, what is in use, and the allocator's variable.
+    assert "40.00 MiB" in message
+    assert "64.00 MiB" in message
+    assert "PYTORCH_NPU_ALLOC_CONF" in message
+    assert lines[2:] == ["num_ooms 1", "sum 2048.0", "after free True", "retried True", "returned True True"]
+
+
+def test_out_of_memory_on_a_tensor_larger_than_the_device():
+    result = run_python(
+        """
+        import torch, torch_npu
+        try:
+            torch.empty(1 << 40, dtype=torch.uint8, device="npu")
+        except torch.OutOfMemoryError as e:
+            print("OOM", "GiB" in str(e) or "TiB" in str(e))
+        print(torch.ones(3, device="npu").sum().item())
+        """,
+        env={"SOFTNPU_MEMORY_MB": 64},
+    )
+    assert result.lines == ["OOM True", "3.0"]
+
+
+def test_memory_summary_and_snapshot():
+    x = _big()
+    summary = torch.npu.memory_summary()
+    assert isinstance(summary, str) and "Allocated memory" in summary
+    segments = torch.npu.memory_snapshot()
+    assert any(seg["total_size"] >= SIZE and seg["allocated_size"] >= SIZE for seg in segments)
+    del x
