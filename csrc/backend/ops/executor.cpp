@@ -26,6 +26,7 @@
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
 #include "backend/ops/storage.h"
+#include "backend/profiler/launch_trace.h"
 #include "backend/stream.h"
 
 namespace softnpu {
@@ -410,6 +411,7 @@ void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, Kern
 }
 
 void launch(const OpInfo& info, const NPUStream& stream, std::unique_ptr<KernelLaunch> k) {
+  const profiler::LaunchScope traced(info.name.c_str());
   NPU_CHECK(snpuLaunchKernel(stream.handle(), info.name.c_str(), run_kernel, k.release(), free_kernel));
 }
 

@@ -1,0 +1,369 @@
+#include "backend/c10d/process_group_hccl.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <optional>
+
+namespace softnpu {
+
+namespace {
+
+const c10::impl::VirtualGuardImpl& npu_guard() {
+  static const c10::impl::VirtualGuardImpl impl(c10::DeviceType::PrivateUse1);
+  return impl;
+}
+
+void check_reduce_op(const c10d::ReduceOp& op, const char* title) {
+  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM, title,
+              ": ReduceOp.PREMUL_SUM is not supported (softnpu's hccl reduces with Gloo, which has no PREMUL_SUM)");
+}
+
+// Gloo's Work future, or none: Gloo's send/recv and reduce-scatter Works have none and complete only in wait().
+c10::intrusive_ptr<c10::ivalue::Future> future_of(c10d::Work& gloo_work) {
+  try {
+    return gloo_work.getFuture();
+  } catch (const c10::Error&) {
+    return {};
+  }
+}
+
+// The Work of an hccl call, completed when its Gloo Work's future completes or, without a future, in wait().
+class WorkHCCL final : public c10d::Work {
+ public:
+  WorkHCCL(int rank, c10d::OpType type, const char* title, std::optional<c10::Device> device,
+           std::optional<c10::Stream> comm, std::vector<at::Tensor> outputs, std::vector<at::Tensor> host_outputs)
+      : Work(rank, type, title),
+        title_(title),
+        comm_(comm),
+        outputs_(std::move(outputs)),
+        host_outputs_(std::move(host_outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()),
+            device ? std::vector<c10::Device>{*device} : std::vector<c10::Device>{})) {}
+
+  // A Gloo Work without a future, which completes only when waited on.
+  void complete_on_wait(c10::intrusive_ptr<c10d::Work> gloo_work) { unfinished_ = std::move(gloo_work); }
+
+  // Gloo has completed (successfully unless `error`): copies the outputs back on the communication stream and
+  // completes the future there, so whoever waits on it orders its stream after the copies.
+  void complete(std::exception_ptr error) {
+    if (!error) {
+      try {
+        std::optional<c10::StreamGuard> on_comm;
+        if (comm_) on_comm.emplace(*comm_);
+        // Plain data movement into the caller's tensors, which may be leaves that require grad.
+        const at::AutoDispatchBelowADInplaceOrView below_autograd;
+        for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i].copy_(host_outputs_[i], /*non_blocking=*/true);
+        future_->markCompleted(c10::IValue(outputs_));
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) future_->setErrorIfNeeded(error);
+    // The caching host allocator keeps each pinned buffer from reuse until its copy has run.
+    host_outputs_.clear();
+    finish(error);
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (unfinished_) wait_unfinished(timeout);
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (timeout == kNoTimeout) {
+        cv_.wait(lock, [&] { return completed_; });
+      } else {
+        TORCH_CHECK(cv_.wait_for(lock, timeout, [&] { return completed_; }), title_, ": timed out after ",
+                    timeout.count(), " ms");
+      }
+      if (exception_) std::rethrow_exception(exception_);
+    }
+    synchronize();
+    return true;
+  }
+
+  // The current streams wait for the copies back (the future recorded them).
+  void synchronize() override { future_->wait(); }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    TORCH_CHECK(!unfinished_, title_, " has no future (as with Gloo); use wait()");
+    return future_;
+  }
+
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  int sourceRank() const override { return unfinished_ ? unfinished_->sourceRank() : Work::sourceRank(); }
+
+ private:
+  void wait_unfinished(std::chrono::milliseconds timeout) {
+    const std::lock_guard<std::mutex> lock(unfinished_mutex_);
+    if (isCompleted()) return;
+    std::exception_ptr error;
+    try {
+      unfinished_->wait(timeout);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    complete(error);
+  }
+
+  const char* title_;
+  const std::optional<c10::Stream> comm_;
+  const std::vector<at::Tensor> outputs_;
+  std::vector<at::Tensor> host_outputs_;
+  const c10::intrusive_ptr<c10::ivalue::Future> future_;
+  c10::intrusive_ptr<c10d::Work> unfinished_;
+  std::mutex unfinished_mutex_;
+};
+
+}  // namespace
+
+// The npu tensors of one call and their pinned host buffers. Inputs are copied into their buffers at once
+// (asynchronously, on the current stream); outputs are remembered for the copy back.
+class Staging {
+ public:
+  enum Use { kIn = 1, kOut = 2, kInOut = kIn | kOut };
+
+  Staging(c10d::OpType type, const char* title) : type(type), title(title) {}
+
+  at::Tensor stage(const at::Tensor& t, Use use) {
+    TORCH_CHECK(t.device().is_privateuseone(), title, ": expected npu tensors, got a tensor on ", t.device());
+    TORCH_CHECK(t.layout() == c10::kStrided, title, ": expected dense tensors, got layout ", t.layout());
+    TORCH_CHECK(!device || *device == t.device(), title, ": all tensors must be on one device, got ", *device,
+                " and ", t.device());
+    device = t.device();
+    at::Tensor host = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
+    if (use & kIn) {
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
+      host.copy_(t, /*non_blocking=*/true);
+      has_inputs = true;
+    }
+    if (use & kOut) {
+      outputs.push_back(t);
+      host_outputs.push_back(host);
+    }
+    return host;
+  }
+
+  std::vector<at::Tensor> stage(const std::vector<at::Tensor>& ts, Use use) {
+    std::vector<at::Tensor> host;
+    host.reserve(ts.size());
+    for (const auto& t : ts) host.push_back(stage(t, use));
+    return host;
+  }
+
+  std::vector<std::vector<at::Tensor>> stage(const std::vector<std::vector<at::Tensor>>& lists, Use use) {
+    std::vector<std::vector<at::Tensor>> host;
+    host.reserve(lists.size());
+    for (const auto& ts : lists) host.push_back(stage(ts, use));
+    return host;
+  }
+
+  const c10d::OpType type;
+  const char* const title;
+  std::optional<c10::Device> device;
+  bool has_inputs = false;
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> host_outputs;
+};
+
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo)
+    : Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+  init();
+}
+
+c10::Stream ProcessGroupHCCL::comm_stream(c10::Device device) {
+  const std::lock_guard<std::mutex> lock(streams_mutex_);
+  auto it = comm_streams_.find(device.index());
+  if (it == comm_streams_.end())
+    it = comm_streams_.emplace(device.index(), npu_guard().getStreamFromGlobalPool(device, /*isHighPriority=*/true))
+             .first;
+  return it->second;
+}
+
+template <typename GlooOp>
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::run(Staging& s, GlooOp&& gloo_op) {
+  // Gloo reads the input buffers as soon as one of its threads picks the op up.
+  if (s.has_inputs) npu_guard().synchronizeStream(npu_guard().getStream(*s.device));
+  std::optional<c10::Stream> comm;
+  if (!s.outputs.empty()) {
+    comm = comm_stream(*s.device);
+    // The copies back go after the current stream's work so far (which may still use the outputs' memory, e.g. a
+    // block its stream just recycled), and the outputs' memory must not return to the stream they were allocated on
+    // before those copies.
+    c10::Event launched(c10::DeviceType::PrivateUse1);
+    launched.record(npu_guard().getStream(*s.device));
+    launched.block(*comm);
+    for (const auto& t : s.outputs) npu_guard().recordDataPtrOnStream(t.storage().data_ptr(), *comm);
+  }
+
+  c10::intrusive_ptr<c10d::Work> gloo_work = gloo_op();
+  auto work = c10::make_intrusive<WorkHCCL>(rank_, s.type, s.title, s.device, comm, std::move(s.outputs),
+                                            std::move(s.host_outputs));
+  if (auto gloo_future = future_of(*gloo_work)) {
+    gloo_future->addCallback(
+        [work](c10::ivalue::Future& f) { work->complete(f.hasError() ? f.exception_ptr() : nullptr); });
+  } else {
+    work->complete_on_wait(std::move(gloo_work));
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  Staging s(c10d::OpType::BROADCAST, "hccl:broadcast");
+  auto host = s.stage(tensors, opts.rootRank == rank_ ? Staging::kIn : Staging::kOut);
+  return run(s, [&] { return gloo_->broadcast(host, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  Staging s(c10d::OpType::ALLREDUCE, "hccl:all_reduce");
+  check_reduce_op(opts.reduceOp, s.title);
+  auto host = s.stage(tensors, Staging::kInOut);
+  return run(s, [&] { return gloo_->allreduce(host, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  Staging s(c10d::OpType::ALLREDUCE_COALESCED, "hccl:all_reduce_coalesced");
+  check_reduce_op(opts.reduceOp, s.title);
+  auto host = s.stage(tensors, Staging::kInOut);
+  return run(s, [&] { return gloo_->allreduce_coalesced(host, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  Staging s(c10d::OpType::REDUCE, "hccl:reduce");
+  check_reduce_op(opts.reduceOp, s.title);
+  // Only the root's tensor receives the result; the others keep their values.
+  auto host = s.stage(tensors, opts.rootRank == rank_ ? Staging::kInOut : Staging::kIn);
+  return run(s, [&] { return gloo_->reduce(host, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  Staging s(c10d::OpType::ALLGATHER, "hccl:all_gather");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->allgather(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  Staging s(c10d::OpType::_ALLGATHER_BASE, "hccl:all_gather_into_tensor");
+  auto host_in = s.stage(input, Staging::kIn);
+  auto host_out = s.stage(output, Staging::kOut);
+  return run(s, [&] { return gloo_->_allgather_base(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  Staging s(c10d::OpType::ALLGATHER_COALESCED, "hccl:all_gather_coalesced");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(output_lists, Staging::kOut);
+  return run(s, [&] { return gloo_->allgather_coalesced(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  Staging s(c10d::OpType::COALESCED, "hccl:all_gather_into_tensor_coalesced");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->allgather_into_tensor_coalesced(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  Staging s(c10d::OpType::GATHER, "hccl:gather");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->gather(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  Staging s(c10d::OpType::SCATTER, "hccl:scatter");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->scatter(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  Staging s(c10d::OpType::REDUCE_SCATTER, "hccl:reduce_scatter");
+  check_reduce_op(opts.reduceOp, s.title);
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->reduce_scatter(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  Staging s(c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_tensor");
+  check_reduce_op(opts.reduceOp, s.title);
+  auto host_in = s.stage(input, Staging::kIn);
+  auto host_out = s.stage(output, Staging::kOut);
+  return run(s, [&] { return gloo_->_reduce_scatter_base(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  Staging s(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "hccl:reduce_scatter_tensor_coalesced");
+  check_reduce_op(opts.reduceOp, s.title);
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->reduce_scatter_tensor_coalesced(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_split_sizes,
+                                                               std::vector<int64_t>& input_split_sizes,
+                                                               const c10d::AllToAllOptions& opts) {
+  Staging s(c10d::OpType::ALLTOALL_BASE, "hccl:all_to_all_single");
+  auto host_in = s.stage(input, Staging::kIn);
+  auto host_out = s.stage(output, Staging::kOut);
+  return run(s, [&] { return gloo_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  Staging s(c10d::OpType::ALLTOALL, "hccl:all_to_all");
+  auto host_in = s.stage(inputs, Staging::kIn);
+  auto host_out = s.stage(outputs, Staging::kOut);
+  return run(s, [&] { return gloo_->alltoall(host_out, host_in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  Staging s(c10d::OpType::SEND, "hccl:send");
+  auto host = s.stage(tensors, Staging::kIn);
+  return run(s, [&] { return gloo_->send(host, dst_rank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  Staging s(c10d::OpType::RECV, "hccl:recv");
+  auto host = s.stage(tensors, Staging::kOut);
+  return run(s, [&] { return gloo_->recv(host, src_rank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  Staging s(c10d::OpType::RECVANYSOURCE, "hccl:recv_anysource");
+  auto host = s.stage(tensors, Staging::kOut);
+  return run(s, [&] { return gloo_->recvAnysource(host, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
+  Staging s(c10d::OpType::BARRIER, "hccl:barrier");
+  return run(s, [&] { return gloo_->barrier(opts); });
+}
+
+}  // namespace softnpu

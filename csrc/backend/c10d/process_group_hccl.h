@@ -1,0 +1,86 @@
+// The `hccl` collective backend: torch.distributed for npu tensors, carried by a Gloo backend (torch's own
+// ProcessGroupGloo, created by the caller) rather than a communication library of its own.
+//
+// Gloo reads and writes host memory on its own threads, so each call stages its npu tensors in pinned host buffers:
+//  - inputs are copied out on the tensors' current stream, and the host waits for that stream before handing the
+//    buffers to Gloo (Gloo starts reading as soon as one of its threads picks the op up);
+//  - when Gloo completes, outputs are copied back on the device's communication stream (a high-priority pool
+//    stream, as HCCL's own stream), ordered after the work the current stream had at the call, without making the
+//    host wait;
+//  - Work::wait() and the Work's future order the waiter's current stream after those copies, as HCCL's and NCCL's
+//    do; the host waits only for Gloo.
+// Gloo's send/recv and reduce-scatter Works have no future and complete only in wait(): for those, the results
+// reach their npu tensors in wait(), and get_future() is an error (as with Gloo).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace softnpu {
+
+class Staging;
+
+class ProcessGroupHCCL final : public c10d::Backend {
+ public:
+  // `gloo` is a ProcessGroupGloo of the same group (same rank and size).
+  explicit ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo);
+
+  const std::string getBackendName() const override { return "hccl"; }
+  void setTimeout(std::chrono::milliseconds timeout) override { gloo_->setTimeout(timeout); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Waits for the staged inputs, runs the Gloo op on the host buffers and wraps its Work.
+  template <typename GlooOp>
+  c10::intrusive_ptr<c10d::Work> run(Staging& staging, GlooOp&& gloo_op);
+  c10::Stream comm_stream(c10::Device device);
+
+  const c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::mutex streams_mutex_;
+  std::unordered_map<c10::DeviceIndex, c10::Stream> comm_streams_;
+};
+
+}  // namespace softnpu

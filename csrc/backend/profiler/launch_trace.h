@@ -1,0 +1,54 @@
+// Host-side launch events while a profiler session records: each kernel the op path launches becomes a
+// "snpuLaunchKernel" event on the launching thread, inside its op, as cudaLaunchKernel is for a CUDA kernel; the
+// trace draws a flow arrow from it to the kernel on its stream. The launch gets an id of its own (kLaunchIdBit set,
+// never a host op's id) as its runtime correlation id, so the kernel's record names its launch, which names the op.
+//
+// Off, a launch pays one relaxed load and a branch (LaunchScope's constructor).
+#pragma once
+
+#include <c10/macros/Macros.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace softnpu::profiler {
+
+constexpr uint64_t kLaunchIdBit = uint64_t{1} << 63;
+
+struct LaunchEvent {
+  const char* kernel;   // the kernel's name (owned by the op registry, which outlives the trace)
+  uint64_t sequence;    // 1, 2, ...: the launch id without kLaunchIdBit, and the flow id in the trace
+  uint64_t op;          // correlation id of the host op that launched it (0: none)
+  int32_t thread;       // system thread id, as Kineto names the host op's thread
+  int64_t start_ns;     // CLOCK_REALTIME, the clock of the runtime's records and of the profiler
+  int64_t end_ns;
+};
+
+extern std::atomic<bool> g_recording_launches;
+
+void set_recording_launches(bool on);
+// Moves out the events recorded so far.
+std::vector<LaunchEvent> take_launch_events();
+
+// Around one launch call.
+class LaunchScope {
+ public:
+  explicit LaunchScope(const char* kernel) {
+    if (C10_UNLIKELY(g_recording_launches.load(std::memory_order_relaxed))) begin(kernel);
+  }
+  ~LaunchScope() {
+    if (C10_UNLIKELY(active_)) end();
+  }
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  void begin(const char* kernel);
+  void end();
+
+  bool active_ = false;
+  LaunchEvent event_;
+};
+
+}  // namespace softnpu::profiler
