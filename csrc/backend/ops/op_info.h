@@ -24,7 +24,8 @@ struct OpInfo {
   // "aten::add.Tensor": the kernel name in errors, logs and the profiler. Lives as long as the process.
   std::string name;
 
-  // Every return aliases an argument without writing it: metadata only (transpose, view, unfold, ...).
+  // Metadata only: every return aliases an argument without writing it (transpose, view, unfold, ...), or the op
+  // is an in-place view (as_strided_, squeeze_, ...).
   bool is_view = false;
   // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
   bool returns_non_tensor = false;
