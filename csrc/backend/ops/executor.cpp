@@ -238,10 +238,20 @@ c10::IValue to_device(const c10::IValue& v, const NPUStream& stream) {
 void run_synchronizing(OpInfo& info, const NPUStream& stream, const std::vector<c10::IValue>& args,
                        torch::jit::Stack* stack, std::exception_ptr meta_error) {
   if (fallback_cpu_disabled()) {
-    if (meta_error) std::rethrow_exception(meta_error);
+    std::string cause;
+    if (meta_error) {
+      try {
+        std::rethrow_exception(meta_error);
+      } catch (const c10::Error& e) {
+        cause = e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        cause = e.what();
+      }
+    }
     TORCH_CHECK(false, info.name,
-                " needs a host fallback (its output shape depends on the data, so it synchronizes with the device), "
-                "and TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.");
+                " needs a host fallback (its output shape could not be inferred without the data, so it would "
+                "synchronize with the device), and TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.",
+                cause.empty() ? "" : " Shape inference said: ", cause);
   }
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
   g_sync_points.fetch_add(1, std::memory_order_relaxed);
@@ -304,7 +314,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   std::exception_ptr meta_error;
   std::shared_ptr<const MetaResult> meta;
-  if (info.has_meta && !info.returns_non_tensor) {
+  if (info.has_meta && !info.data_dependent) {
     MetaKey key;
     const bool keyed = build_meta_key(args, &key);
     if (keyed) meta = info.meta_cache().find(key);
@@ -336,9 +346,9 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for_each_tensor(fresh[r], [&](const at::Tensor& t) { all_defined = all_defined && t.defined(); });
   }
   // An out= overload cannot take an undefined output (a gradient not asked for, as in convolution_backward).
-  if (all_defined && info.out_variant.has_value() && !meta->out_variant_failed.load(std::memory_order_relaxed)) {
+  if (all_defined && info.out_variant.has_value() && !meta->out_variant_failed->load(std::memory_order_relaxed)) {
     k->use_out_variant = true;
-    k->meta = meta;
+    k->out_variant_failed = meta->out_variant_failed;
   }
   launch(info, stream, k);
 

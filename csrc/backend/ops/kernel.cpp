@@ -302,7 +302,7 @@ void run_out_variant(KernelLaunch& k, const std::vector<c10::IValue>& outputs, V
     honoured = false;  // the op itself, run below, raises the error if the inputs are at fault
   }
   if (honoured && !views.moved() && outputs_intact(k, outputs)) return;
-  k.meta->out_variant_failed.store(true, std::memory_order_relaxed);
+  k.out_variant_failed->store(true, std::memory_order_relaxed);
   views.reset();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const TensorSlot& slot = k.output_slots[i];
@@ -356,7 +356,7 @@ void recycle_kernel(void* arg) {
   k->output_slots.clear();
   k->seeds.clear();
   k->use_out_variant = false;
-  k->meta.reset();
+  k->out_variant_failed.reset();
   k->sync.reset();
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);

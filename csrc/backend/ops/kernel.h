@@ -11,6 +11,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/SmallVector.h>
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <vector>
@@ -18,7 +19,6 @@
 namespace softnpu {
 
 struct OpInfo;
-struct MetaResult;
 
 // A tensor as the kernel rebuilds it.
 struct TensorRef {
@@ -76,7 +76,7 @@ struct KernelLaunch {
   std::vector<TensorSlot> output_slots;
   c10::SmallVector<std::pair<size_t, uint64_t>, 1> seeds;  // generator argument -> seed drawn at launch
   bool use_out_variant = false;                           // write through the op's out= overload
-  std::shared_ptr<const MetaResult> meta;                 // remembers when the out= overload misbehaves
+  std::shared_ptr<std::atomic<bool>> out_variant_failed;  // set when the out= overload misbehaves
   std::shared_ptr<SyncResult> sync;
 
  private:

@@ -29,6 +29,9 @@ struct OpInfo {
   bool is_view = false;
   // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
   bool returns_non_tensor = false;
+  // The outputs depend on the data (a non-tensor return, or ATen's dynamic_output_shape / data_dependent_output
+  // tags: nonzero, unique, masked_select, ...): the op always synchronizes.
+  bool data_dependent = false;
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;
 
