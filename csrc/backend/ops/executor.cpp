@@ -235,7 +235,7 @@ c10::IValue to_device(const c10::IValue& v, const NPUStream& stream) {
   });
 }
 
-void run_synchronizing(OpInfo& info, const NPUStream& stream, const std::vector<c10::IValue>& args,
+void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10::IValue> args,
                        torch::jit::Stack* stack, std::exception_ptr meta_error) {
   if (fallback_cpu_disabled()) {
     std::string cause;
@@ -278,12 +278,13 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, const std::vector<
     apply_out_metadata(out, temp.sizes(), temp.strides());
     out.copy_(temp);
   }
-  torch::jit::drop(*stack, args.size());
-  const auto& returns = result->returns;
+  c10::SmallVector<c10::IValue, 2> returns;
   for (size_t r = 0; r < info.return_alias.size(); ++r) {
     const int alias = info.return_alias[r];
-    stack->push_back(alias >= 0 ? args[alias] : to_device(returns[r], stream));
+    returns.push_back(alias >= 0 ? args[alias] : to_device(result->returns[r], stream));
   }
+  torch::jit::drop(*stack, args.size());  // args point into the stack: dropped last
+  for (auto& r : returns) stack->push_back(std::move(r));
 }
 
 // ------------------------------------------------------------------------------------------------ the path
@@ -308,9 +309,10 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   info.launches.fetch_add(1, std::memory_order_relaxed);
 
-  std::vector<c10::IValue> args;
-  args.reserve(num_args);
-  for (auto& v : torch::jit::last(*stack, num_args)) args.push_back(move_indices_to_device(v, device));
+  // The arguments stay on the stack (CPU index tensors replaced by npu ones) until the returns take their place.
+  const size_t base = stack->size() - num_args;
+  for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = move_indices_to_device((*stack)[i], device);
+  const c10::ArrayRef<c10::IValue> args(stack->data() + base, num_args);
 
   std::exception_ptr meta_error;
   std::shared_ptr<const MetaResult> meta;
@@ -333,7 +335,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const at::Tensor& m = meta->out_args[j].toTensor();
     apply_out_metadata(args[info.out_args[j]].toTensor(), m.sizes(), m.strides());
   }
-  std::vector<c10::IValue> fresh(info.return_alias.size());
+  c10::SmallVector<c10::IValue, 2> fresh(info.return_alias.size());
   for (size_t r = 0; r < fresh.size(); ++r)
     if (info.return_alias[r] < 0) fresh[r] = allocate_like(meta->returns[r]);
 
@@ -352,11 +354,10 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   launch(info, stream, k);
 
+  for (size_t r = 0; r < fresh.size(); ++r)
+    if (info.return_alias[r] >= 0) fresh[r] = args[info.return_alias[r]];
   torch::jit::drop(*stack, num_args);
-  for (size_t r = 0; r < fresh.size(); ++r) {
-    const int alias = info.return_alias[r];
-    stack->push_back(alias >= 0 ? args[alias] : std::move(fresh[r]));
-  }
+  for (auto& f : fresh) stack->push_back(std::move(f));
 }
 
 }  // namespace
