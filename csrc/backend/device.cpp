@@ -26,8 +26,8 @@ c10::DeviceIndex device_count() {
 c10::DeviceIndex device_count_noexcept() noexcept {
   try {
     return device_count();
-  } catch (const std::exception& e) {
-    TORCH_WARN_ONCE("NPU unavailable: ", e.what());
+  } catch (const c10::Error& e) {
+    TORCH_WARN_ONCE("NPU unavailable: ", e.what_without_backtrace());
     return 0;
   }
 }

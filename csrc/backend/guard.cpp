@@ -44,6 +44,12 @@ void NPUGuardImpl::uncheckedSetDevice(c10::Device d) const noexcept { snpuSetDev
 
 c10::DeviceIndex NPUGuardImpl::deviceCount() const noexcept { return device_count_noexcept(); }
 
+// The CPU kernels underneath support every dtype, so every capability is on.
+c10::DeviceCapability NPUGuardImpl::getDeviceCapability(c10::Device d) const {
+  check_device_index(d.index() < 0 ? current_device() : d.index());
+  return c10::DeviceCapability();
+}
+
 c10::Stream NPUGuardImpl::getStream(c10::Device d) const { return getCurrentNPUStream(d.index()); }
 
 c10::Stream NPUGuardImpl::getDefaultStream(c10::Device d) const { return getDefaultNPUStream(d.index()); }

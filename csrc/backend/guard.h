@@ -15,6 +15,7 @@ struct NPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device d) const override;
   void uncheckedSetDevice(c10::Device d) const noexcept override;
   c10::DeviceIndex deviceCount() const noexcept override;
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override;
 
   c10::Stream getStream(c10::Device d) const override;
   c10::Stream getDefaultStream(c10::Device d) const override;

@@ -25,6 +25,11 @@ namespace softnpu {
 // Runs an op on npu tensors through the generic path (the fallback kernel itself; other kernels reuse it).
 void execute_op(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Benchmarks only: run every op as PyTorch's generic CPU fallback does (torch_npu's and OpenReg's CPU fallbacks):
+// wait for the device, copy the inputs to the host, run the CPU kernel there, copy the results back. The baseline
+// that `make bench` measures softnpu's op path against.
+void set_copy_through_cpu(bool enabled);
+
 struct SyncPointCount {
   std::string op;
   uint64_t count;

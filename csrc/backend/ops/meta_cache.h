@@ -19,8 +19,9 @@ namespace softnpu {
 struct MetaResult {
   std::vector<c10::IValue> returns;
   std::vector<c10::IValue> out_args;  // parallel to OpInfo::out_args
-  // Learned by the first kernel: the op's out= overload does not honour outputs of these shapes (executor.cpp).
-  mutable std::atomic<bool> out_variant_failed{false};
+  // Learned by a kernel: the op's out= overload does not honour outputs of these shapes (kernel.cpp). Shared with the
+  // kernels apart from the rest: the meta tensors (which may have Python objects) must stay on the host.
+  std::shared_ptr<std::atomic<bool>> out_variant_failed = std::make_shared<std::atomic<bool>>(false);
 };
 
 struct MetaKey {

@@ -24,10 +24,14 @@ struct OpInfo {
   // "aten::add.Tensor": the kernel name in errors, logs and the profiler. Lives as long as the process.
   std::string name;
 
-  // Every return aliases an argument without writing it: metadata only (transpose, view, unfold, ...).
+  // Metadata only: every return aliases an argument without writing it (transpose, view, unfold, ...), or the op
+  // is an in-place view (as_strided_, squeeze_, ...).
   bool is_view = false;
   // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
   bool returns_non_tensor = false;
+  // The outputs depend on the data (a non-tensor return, or ATen's dynamic_output_shape / data_dependent_output
+  // tags: nonzero, unique, masked_select, ...): the op always synchronizes.
+  bool data_dependent = false;
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;
 

@@ -146,6 +146,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(total_sync_points(), out);
   });
 
+  m.def("_set_copy_through_cpu", &set_copy_through_cpu);
+
   m.def("_env_table", [] {
     py::list out;
     for (const auto& v : env::kTable) out.append(py::make_tuple(v.name, v.layer, v.kind, v.default_text, v.doc));

@@ -92,8 +92,10 @@ void set_kernel_error_message(const char* message) {
 int kernel_thread_budget() {
   const KernelContext& k = t_kernel;
   if (!k.stream) return 1;
-  int running = std::max(1, g_running_kernels.load(std::memory_order_relaxed));
-  int share = std::max(1, k.device->runtime->config.host_cores / running);
+  // Shared among the kernels running now and the streams about to run theirs, so that a kernel that starts alone
+  // does not keep a full team of threads while another stream's kernel starts beside it.
+  int busy = std::max({1, g_running_kernels.load(std::memory_order_relaxed), active_stream_count()});
+  int share = std::max(1, k.device->runtime->config.host_cores / busy);
   return std::min(k.device->cores, share);
 }
 

@@ -41,6 +41,13 @@ Stream::~Stream() {
   }
 }
 
+std::atomic<int>& active_streams() {
+  static std::atomic<int> count{0};
+  return count;
+}
+
+int active_stream_count() { return active_streams().load(std::memory_order_relaxed); }
+
 uint64_t Stream::enqueue(const Task& task) {
   bool was_idle;
   uint64_t seq;
@@ -53,6 +60,7 @@ uint64_t Stream::enqueue(const Task& task) {
     active_ = true;
   }
   if (was_idle) {
+    active_streams().fetch_add(1, std::memory_order_relaxed);
     retain();  // the scheduler's reference, given back by advance's kIdle
     device->make_ready(this);
   }
@@ -136,6 +144,7 @@ Stream::Step Stream::advance(bool finished, Task* next, std::vector<Stream*>* wo
     }
     if (queue_.empty()) {
       active_ = false;
+      active_streams().fetch_sub(1, std::memory_order_relaxed);
       step = Step::kIdle;
     } else {
       *next = queue_.front();

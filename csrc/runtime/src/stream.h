@@ -134,6 +134,9 @@ class TaskQueue {
   size_t size_ = 0;
 };
 
+// Streams with work queued, on all devices: how many kernels may soon run at once (kernel thread budget).
+int active_stream_count();
+
 class Stream {
  public:
   Stream(Device* device, int priority, uint64_t id);

@@ -1,0 +1,127 @@
+"""The benchmark cases. Each returns the configurations to time (name -> (device, fn(iterations), baseline?)) and
+how to read the result: a time ratio npu / cpu (lower is better), or for copies a bandwidth ratio (higher is better).
+"""
+
+import torch
+
+import models
+
+NPU = "npu:0"
+
+
+def _ops(device: str, make, op, calls: int = 1):
+    """fn(n) calling op n * calls times on operands made on the device."""
+    args = make(device)
+
+    def run(n: int) -> None:
+        for _ in range(n * calls):
+            op(*args)
+
+    return run
+
+
+def _configs(make, op, baseline: bool = True, calls: int = 1):
+    configs = {"cpu": ("cpu", _ops("cpu", make, op, calls), False), "npu": (NPU, _ops(NPU, make, op, calls), False)}
+    if baseline:
+        configs["baseline"] = (NPU, _ops(NPU, make, op, calls), True)
+    return configs
+
+
+TINY_OPS = 10_000
+
+
+def tiny_add(numel: int):
+    # An iteration is 10,000 adds, then one synchronize (timing.measure synchronizes after each batch).
+    return _configs(lambda d: (torch.randn(numel, device=d), torch.randn(numel, device=d)), torch.add,
+                    calls=TINY_OPS)
+
+
+def matmul(dtype: torch.dtype):
+    return _configs(lambda d: (torch.randn(2048, 2048, device=d, dtype=dtype),
+                               torch.randn(2048, 2048, device=d, dtype=dtype)), torch.matmul, baseline=False)
+
+
+def conv2d():
+    def make(d):
+        return (torch.randn(32, 64, 56, 56, device=d), torch.randn(64, 64, 3, 3, device=d))
+
+    return _configs(make, lambda x, w: torch.nn.functional.conv2d(x, w, padding=1), baseline=False)
+
+
+COPY_BYTES = 64 << 20
+
+
+def copy(direction: str, pinned: bool):
+    """A 64 MiB copy host->npu or npu->host against a CPU copy_ of the same size (blocking, as users call it)."""
+    def host():
+        t = torch.empty(COPY_BYTES // 4)
+        return t.pin_memory() if pinned else t
+
+    def cpu_run():
+        src, dst = torch.randn(COPY_BYTES // 4), torch.empty(COPY_BYTES // 4)
+
+        def run(n):
+            for _ in range(n):
+                dst.copy_(src)
+
+        return run
+
+    def npu_run():
+        h, d = host().normal_(), torch.empty(COPY_BYTES // 4, device=NPU)
+        src, dst = (h, d) if direction == "H2D" else (d, h)
+
+        def run(n):
+            for _ in range(n):
+                dst.copy_(src, non_blocking=pinned)
+            torch.npu.synchronize()
+
+        return run
+
+    return {"cpu": ("cpu", cpu_run(), False), "npu": (NPU, npu_run(), False)}
+
+
+def streams(count: int):
+    """Two independent chains of work, on two streams or on one. The ratio compares them: below 1, the streams
+    overlap."""
+    def make(per_stream):
+        xs = [torch.randn(384, 384, device=NPU) for _ in range(2)]
+        ss = [torch.npu.Stream() for _ in range(2)] if per_stream else [torch.npu.current_stream()] * 2
+
+        def run(n):
+            for _ in range(n):
+                for x, s in zip(xs, ss):
+                    with torch.npu.stream(s):
+                        for _ in range(8):
+                            torch.mm(x, x)
+            for s in ss:
+                s.synchronize()
+
+        return run
+
+    return {"one stream": (NPU, make(False), False), "two streams": (NPU, make(True), False)}
+
+
+def training(name: str):
+    return {
+        "cpu": ("cpu", models.training_step(name, "cpu"), False),
+        "npu": (NPU, models.training_step(name, NPU), False),
+        "baseline": (NPU, models.training_step(name, NPU), True),
+    }
+
+
+# name -> (make configs, what the ratio is, target description or None, operations per iteration)
+CASES = {
+    "add, 1 element (per op)": (lambda: tiny_add(1), "time", "npu/cpu <= 2.0", TINY_OPS),
+    "add, 65,536 elements (per op)": (lambda: tiny_add(65536), "time", "npu/cpu <= 2.0", TINY_OPS),
+    "matmul 2048x2048 float32": (lambda: matmul(torch.float32), "time", "npu/cpu <= 1.05", 1),
+    "matmul 2048x2048 bfloat16": (lambda: matmul(torch.bfloat16), "time", "npu/cpu <= 1.05", 1),
+    "conv2d 32x64x56x56, 64 filters 3x3": (conv2d, "time", "npu/cpu <= 1.05", 1),
+    "copy H2D 64 MiB pageable": (lambda: copy("H2D", False), "bandwidth", None, 1),
+    "copy D2H 64 MiB pageable": (lambda: copy("D2H", False), "bandwidth", None, 1),
+    "copy H2D 64 MiB pinned": (lambda: copy("H2D", True), "bandwidth", "npu/cpu >= 0.8", 1),
+    "copy D2H 64 MiB pinned": (lambda: copy("D2H", True), "bandwidth", "npu/cpu >= 0.8", 1),
+    "two streams vs one": (lambda: streams(2), "streams", None, 1),
+    "training step, MLP": (lambda: training("mlp"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+    "training step, CNN": (lambda: training("cnn"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+    "training step, transformer": (lambda: training("transformer"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+}

@@ -1,0 +1,63 @@
+"""The models of the training-step benchmarks: small, but each exercising a different mix of ops."""
+
+import torch
+from torch import nn
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+
+def cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 8 * 8, 10),
+    )
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab: int = 1000, dim: int = 128, layers: int = 2, heads: int = 4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+def batch(name: str, device: str):
+    """A fixed input batch and target for the model."""
+    g = torch.Generator().manual_seed(0)
+    if name == "mlp":
+        x, y = torch.randn(256, 512, generator=g), torch.randint(0, 10, (256,), generator=g)
+    elif name == "cnn":
+        x, y = torch.randn(64, 3, 32, 32, generator=g), torch.randint(0, 10, (64,), generator=g)
+    else:
+        x = torch.randint(0, 1000, (16, 64), generator=g)
+        y = torch.randint(0, 1000, (16 * 64,), generator=g)
+    return x.to(device), y.to(device)
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer}
+
+
+def training_step(name: str, device: str):
+    """fn(n) running n training steps (forward, backward, optimizer) of the model on the device."""
+    torch.manual_seed(0)
+    model = MODELS[name]().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    x, y = batch(name, device)
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            opt.zero_grad(set_to_none=True)
+            out = model(x)
+            loss = loss_fn(out.reshape(-1, out.shape[-1]), y)
+            loss.backward()
+            opt.step()
+
+    return run

@@ -1,0 +1,366 @@
+#include "backend/ops/kernel.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "backend/npu_error.h"
+#include "backend/ops/meta_cache.h"
+#include "backend/ops/op_info.h"
+#include "softnpu/runtime.h"
+
+namespace softnpu {
+
+// ------------------------------------------------------------------------------------------------ host side
+
+void TensorRef::assign(const at::Tensor& t) {
+  sizes.clear();
+  strides.clear();
+  host.reset();
+  if (!t.defined()) {
+    kind = Kind::kUndefined;
+    return;
+  }
+  dtype = t.scalar_type();
+  if (t.device().is_cpu()) {
+    // Only 0-dim CPU tensors reach a kernel (the executor checks): read now, the host owns the memory.
+    kind = Kind::kCpuScalar;
+    value = t.item();
+    wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
+    conj = neg = false;
+    return;
+  }
+  kind = Kind::kDevice;
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  base = storage->mutable_data();
+  nbytes = storage->nbytes();
+  offset = t.storage_offset();
+  sizes.assign(t.sizes().begin(), t.sizes().end());
+  strides.assign(t.strides().begin(), t.strides().end());
+  conj = t.is_conj();
+  neg = t.is_neg();
+}
+
+namespace {
+
+template <typename F>
+void visit_tensors(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) f(t);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) f(e.isTensor() ? e.toTensor() : at::Tensor());
+  }
+}
+
+bool holds_tensors(const c10::IValue& v) {
+  if (v.isTensor() || v.isTensorList()) return true;
+  if (!v.isList()) return false;
+  for (const auto& e : v.toListRef())
+    if (e.isTensor()) return true;
+  return false;
+}
+
+struct Pool {
+  std::mutex mutex;
+  std::vector<KernelLaunch*> free;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool();  // leaked: compute threads may recycle while the process exits
+  return *p;
+}
+
+}  // namespace
+
+KernelLaunch* KernelLaunch::acquire(OpInfo* info) {
+  KernelLaunch* k = nullptr;
+  {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    if (!p.free.empty()) {
+      k = p.free.back();
+      p.free.pop_back();
+    }
+  }
+  if (!k) k = new KernelLaunch();
+  k->info = info;
+  return k;
+}
+
+void KernelLaunch::add_slot(std::vector<TensorSlot>& slots, uint32_t position, const c10::IValue& value) {
+  TensorSlot slot;
+  slot.kind = value.isTensor()       ? TensorSlot::Kind::kTensor
+              : value.isTensorList() ? TensorSlot::Kind::kList
+                                     : TensorSlot::Kind::kOptionalList;
+  slot.position = position;
+  slot.first = static_cast<uint32_t>(refs.size());
+  visit_tensors(value, [&](const at::Tensor& t) {
+    refs.emplace_back();
+    refs.back().assign(t);
+  });
+  slot.count = static_cast<uint32_t>(refs.size()) - slot.first;
+  slots.push_back(slot);
+}
+
+void KernelLaunch::add_argument(const c10::IValue& value) {
+  if (holds_tensors(value)) {
+    add_slot(argument_slots, static_cast<uint32_t>(stack.size()), value);
+    stack.emplace_back();
+  } else {
+    stack.push_back(value);
+  }
+}
+
+void KernelLaunch::add_output(uint32_t return_index, const c10::IValue& output) {
+  add_slot(output_slots, return_index, output);
+}
+
+void KernelLaunch::set_host_argument(size_t i, at::Tensor host) {
+  for (const auto& slot : argument_slots) {
+    if (slot.position != i) continue;
+    TensorRef& r = refs[slot.first];
+    r.kind = TensorRef::Kind::kHost;
+    r.host = std::move(host);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ compute side
+
+namespace {
+
+// The CPU tensors of one kernel run. Tensors over the same device storage share one CPU storage, so ATen's aliasing
+// checks see what they would on the device.
+//
+// A few CPU kernels grow an output's storage while computing (huber_loss.out computes elementwise, then reduces), so
+// the storages are resizable, with the CPU allocator: a storage the kernel moved to host memory has its bytes copied
+// back into device memory afterwards (restore), or is pointed at device memory again (reset).
+class Views {
+ public:
+  at::Tensor make(const TensorRef& r) {
+    switch (r.kind) {
+      case TensorRef::Kind::kUndefined:
+        return at::Tensor();
+      case TensorRef::Kind::kHost:
+        return r.host;
+      case TensorRef::Kind::kCpuScalar: {
+        at::Tensor t = at::scalar_tensor(r.value, at::TensorOptions().dtype(r.dtype));
+        if (r.wrapped_number) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        return t;
+      }
+      case TensorRef::Kind::kDevice:
+        break;
+    }
+    Entry* entry = nullptr;
+    for (auto& e : storages_)
+      if (e.base == r.base) entry = &e;
+    if (!entry) {
+      storages_.push_back(Entry{r.base, r.nbytes,
+                                c10::Storage(c10::Storage::use_byte_size_t(), r.nbytes,
+                                             c10::DataPtr(r.base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
+                                             /*resizable=*/true)});
+      entry = &storages_.back();
+    }
+    auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry->cpu),
+                                                         c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                         c10::scalarTypeToTypeMeta(r.dtype));
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes, r.strides, r.offset);
+    if (r.conj) view._set_conj(true);
+    if (r.neg) view._set_neg(true);
+    return view;
+  }
+
+  c10::IValue make(const KernelLaunch& k, const TensorSlot& slot) {
+    switch (slot.kind) {
+      case TensorSlot::Kind::kTensor:
+        return make(k.refs[slot.first]);
+      case TensorSlot::Kind::kList: {
+        c10::List<at::Tensor> list;
+        list.reserve(slot.count);
+        for (uint32_t i = 0; i < slot.count; ++i) list.push_back(make(k.refs[slot.first + i]));
+        return list;
+      }
+      case TensorSlot::Kind::kOptionalList: {
+        c10::List<std::optional<at::Tensor>> list;
+        list.reserve(slot.count);
+        for (uint32_t i = 0; i < slot.count; ++i) {
+          const TensorRef& r = k.refs[slot.first + i];
+          list.push_back(r.kind == TensorRef::Kind::kUndefined ? std::nullopt : std::optional<at::Tensor>(make(r)));
+        }
+        return list;
+      }
+    }
+    return c10::IValue();
+  }
+
+  bool moved() {
+    for (auto& e : storages_)
+      if (e.cpu.mutable_data() != e.base) return true;
+    return false;
+  }
+
+  void restore() {
+    for (auto& e : storages_) {
+      void* now = e.cpu.mutable_data();
+      if (now != e.base && now != nullptr) std::memcpy(e.base, now, std::min(e.nbytes, e.cpu.nbytes()));
+    }
+  }
+
+  void reset() {
+    for (auto& e : storages_) {
+      e.cpu.unsafeGetStorageImpl()->set_data_ptr_noswap(c10::DataPtr(e.base, c10::Device(c10::kCPU)));
+      e.cpu.set_nbytes(e.nbytes);
+    }
+  }
+
+ private:
+  struct Entry {
+    void* base;
+    size_t nbytes;
+    c10::Storage cpu;
+  };
+  c10::SmallVector<Entry, 4> storages_;
+};
+
+// Intra-op parallelism of the kernel: the budget the runtime grants, set through OpenMP's per-thread setting so the
+// user's torch.set_num_threads for CPU work is left alone.
+void set_kernel_threads(int n) {
+  thread_local int current = -1;
+  if (n == current) return;
+  at::internal::lazy_init_num_threads();
+  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (omp_set) omp_set(n);
+  current = n;
+}
+
+at::Generator kernel_generator(uint64_t seed) {
+  thread_local at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+// A result into its preallocated output. The outputs have the shapes ATen's Meta kernels give, which describe the
+// accelerator kernels; for a few auxiliary outputs (e.g. native_batch_norm's saved statistics in eval mode) the CPU
+// kernel returns another shape, which no device output could take: those are left as the Meta kernel shaped them.
+void copy_result(const at::Tensor& dst, const at::Tensor& src) {
+  if (!dst.defined() || !src.defined()) return;
+  if (dst.sizes() == src.sizes()) {
+    dst.copy_(src);
+  } else if (dst.numel() == src.numel()) {
+    dst.copy_(src.reshape(dst.sizes()));
+  }
+}
+
+// The op itself; fresh results are copied into the preallocated outputs.
+void run_op(KernelLaunch& k, const std::vector<c10::IValue>& outputs) {
+  k.info->op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &k.stack);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const c10::IValue& target = outputs[i];
+    const c10::IValue& result = k.stack[k.output_slots[i].position];
+    if (target.isTensor()) {
+      copy_result(target.toTensor(), result.toTensor());
+    } else if (target.isTensorList()) {
+      const auto dst = target.toTensorList();
+      const auto src = result.toTensorList();
+      for (size_t j = 0; j < dst.size(); ++j) copy_result(dst.get(j), src.get(j));
+    }
+  }
+}
+
+bool outputs_intact(const KernelLaunch& k, const std::vector<c10::IValue>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorSlot& slot = k.output_slots[i];
+    size_t j = 0;
+    bool intact = true;
+    visit_tensors(outputs[i], [&](const at::Tensor& t) {
+      const TensorRef& r = k.refs[slot.first + j++];
+      intact = intact && t.sizes() == c10::IntArrayRef(r.sizes) && t.strides() == c10::IntArrayRef(r.strides);
+    });
+    if (!intact) return false;
+  }
+  return true;
+}
+
+// The out= overload writing straight into the outputs. Some out= kernels do not honour preallocated outputs of the
+// right shape (they resize them, compute into a grown buffer, or reject them); then the op runs again as itself, and
+// later launches with the same argument metadata skip the overload.
+void run_out_variant(KernelLaunch& k, const std::vector<c10::IValue>& outputs, Views& views) {
+  torch::jit::Stack args(k.stack);
+  for (const auto& o : outputs) k.stack.push_back(o);
+  bool honoured = true;
+  try {
+    k.info->out_variant->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &k.stack);
+  } catch (const std::exception&) {
+    honoured = false;  // the op itself, run below, raises the error if the inputs are at fault
+  }
+  if (honoured && !views.moved() && outputs_intact(k, outputs)) return;
+  k.out_variant_failed->store(true, std::memory_order_relaxed);
+  views.reset();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorSlot& slot = k.output_slots[i];
+    size_t j = 0;
+    visit_tensors(outputs[i], [&](const at::Tensor& t) {
+      const TensorRef& r = k.refs[slot.first + j++];
+      t.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes, r.strides, r.offset);
+    });
+  }
+  k.stack = std::move(args);
+  run_op(k, outputs);
+}
+
+}  // namespace
+
+int run_kernel(void* arg) {
+  auto& k = *static_cast<KernelLaunch*>(arg);
+  try {
+    set_kernel_threads(snpuKernelThreadBudget());
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    Views views;
+    for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);
+    for (const auto& [index, seed] : k.seeds) k.stack[index] = kernel_generator(seed);
+    std::vector<c10::IValue> outputs;
+    outputs.reserve(k.output_slots.size());
+    for (const auto& slot : k.output_slots) outputs.push_back(views.make(k, slot));
+    if (k.use_out_variant) {
+      run_out_variant(k, outputs, views);
+    } else {
+      run_op(k, outputs);
+    }
+    views.restore();
+    if (k.sync) k.sync->returns = std::move(k.stack);
+    return 0;
+  } catch (const std::exception& e) {
+    if (k.sync) {
+      k.sync->error = std::current_exception();
+      return 0;
+    }
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    snpuKernelSetErrorMessage(c10_error ? c10_error->what_without_backtrace() : e.what());
+    return kernel_error_code(e);
+  }
+}
+
+void recycle_kernel(void* arg) {
+  auto* k = static_cast<KernelLaunch*>(arg);
+  k->stack.clear();
+  k->refs.clear();
+  k->argument_slots.clear();
+  k->output_slots.clear();
+  k->seeds.clear();
+  k->use_out_variant = false;
+  k->out_variant_failed.reset();
+  k->sync.reset();
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.free.push_back(k);
+}
+
+}  // namespace softnpu
