@@ -72,8 +72,6 @@ def test_device_module_and_autocast_generic_names():
     assert torch.amp.is_autocast_available("npu")
 
 
-@pytest.mark.xfail(strict=True, reason="the npu hooks do not override getDeviceCapability, so torch raises "
-                   "\"Backend doesn't support getting device capabilities\" (csrc/backend/hooks.cpp)")
 def test_get_device_capability_lists_supported_dtypes():
     caps = torch.accelerator.get_device_capability("npu:0")
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.bool):

@@ -346,11 +346,7 @@ def strict_mode():
 
 @pytest.mark.parametrize(
     "op",
-    ["masked_select", "unique",
-     pytest.param("nonzero", marks=pytest.mark.xfail(
-         strict=True, reason="strict mode re-raises the Meta kernel's NotImplementedError ('register_meta function "
-         "for torch.nonzero() raises unimplemented...') instead of the host-fallback error naming the op and "
-         "TORCH_NPU_FALLBACK_CPU_DISABLE (executor.cpp run_synchronizing)"))],
+    ["masked_select", "unique", "nonzero"],
 )
 def test_strict_mode_makes_sync_points_errors_naming_the_op(strict_mode, op):
     kind, message = strict_mode[op]

@@ -124,9 +124,6 @@ def test_random_values_have_the_right_distribution():
     assert torch.equal(perm.sort().values, torch.arange(1000))
 
 
-@pytest.mark.xfail(strict=True, reason="aten::native_dropout has no Generator argument, so the executor runs its CPU "
-                   "kernel with the default CPU generator (on the compute thread) instead of the npu device's: npu "
-                   "seeds and RNG state do not reach dropout (csrc/backend/ops/executor.cpp)")
 def test_dropout_follows_the_npu_generator():
     def dropout():
         return torch.nn.functional.dropout(torch.ones(256, device="npu"), 0.5).cpu()

@@ -83,10 +83,6 @@ def test_save_to_a_file(tmp_path):
     assert torch.equal(loaded["x"].cpu(), x.cpu())
 
 
-@pytest.mark.xfail(strict=True, reason="GIL deadlock: the compute thread releases the queued kernel's wrapped-number "
-                   "scalar tensor, which has a PyObject (from Python meta inference), so c10 decref_pyobject takes the "
-                   "GIL, while torch.save's storage copy waits for the stream holding the GIL (executor.cpp CpuAliases "
-                   "passes wrapped numbers to kernels as they are)")
 def test_save_while_a_kernel_holding_a_python_scalar_is_queued():
     # In a child, with a timeout: the deadlock would hang this process.
     result = run_python(

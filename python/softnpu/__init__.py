@@ -37,7 +37,3 @@ _register()
 if torch.distributed.is_available():
     from . import distributed  # noqa: E402,F401  (registers the hccl collective backend)
 
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: ``import torch`` alone registers the npu device."""
-    # Importing this module already registered everything.

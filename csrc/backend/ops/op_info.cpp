@@ -99,8 +99,10 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
     if (aliased < 0) ++fresh_returns;
     if (!ret.alias_info() || ret.alias_info()->isWrite()) all_returns_alias = false;
   }
-  data_dependent = returns_non_tensor || op.hasTag(at::Tag::dynamic_output_shape) ||
-                   op.hasTag(at::Tag::data_dependent_output);
+  // Not dynamic_output_shape: index.Tensor carries it for boolean masks, yet integer indexing must stay
+  // asynchronous; for the truly dynamic ops (nonzero, unique) the Meta kernel fails and sends them to the
+  // synchronizing path.
+  data_dependent = returns_non_tensor || op.hasTag(at::Tag::data_dependent_output);
   // In-place views (as_strided_, squeeze_, ...) change the tensor's metadata, not its data.
   is_view = all_returns_alias || op.hasTag(at::Tag::inplace_view);
   has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||

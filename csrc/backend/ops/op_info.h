@@ -29,8 +29,8 @@ struct OpInfo {
   bool is_view = false;
   // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
   bool returns_non_tensor = false;
-  // The outputs depend on the data (a non-tensor return, or ATen's dynamic_output_shape / data_dependent_output
-  // tags: nonzero, unique, masked_select, ...): the op always synchronizes.
+  // The outputs are values computed from the data (a non-tensor return, or ATen's data_dependent_output tag, as
+  // for equal or _local_scalar_dense): the op always synchronizes, without trying shape inference.
   bool data_dependent = false;
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;
