@@ -17,7 +17,7 @@ TORCH_VERSION := 2.13.0
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 
-.PHONY: build test test-runtime test-python test-cpp tsan bench demo conformance deps clean
+.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance deps clean
 
 # ---------------------------------------------------------------- set-up
 
@@ -42,10 +42,13 @@ build: deps
 
 # ---------------------------------------------------------------- tests
 
-test-runtime: deps
+# The runtime alone (no torch): its tests and its benchmark.
+runtime: deps
 	$(CMAKE) -S . -B build/runtime -G Ninja -DSOFTNPU_BUILD_BACKEND=OFF -DSOFTNPU_BUILD_TESTS=ON \
 	  -DSOFTNPU_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	$(CMAKE) --build build/runtime
+
+test-runtime: runtime
 	$(CTEST) --test-dir build/runtime --output-on-failure -j $(JOBS)
 
 tsan: deps
@@ -74,9 +77,11 @@ test: test-runtime tsan test-python test-cpp
 
 # ---------------------------------------------------------------- main jobs
 
-bench: test-runtime build
+# The runtime's own figures, then softnpu against the CPU (benchmarks/README.md); results in benchmarks/results.
+bench: runtime build
 	@mkdir -p benchmarks/results
 	build/runtime/csrc/runtime/bench/runtime_bench --json benchmarks/results/runtime.json
+	$(PY) benchmarks/run.py
 
 demo: build
 	$(PY) examples/demo.py
