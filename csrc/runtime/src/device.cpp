@@ -10,6 +10,7 @@
 #include "activity.h"
 #include "event.h"
 #include "kernel.h"
+#include "parallel_copy.h"
 #include "log.h"
 #include "memory.h"
 #include "runtime_state.h"
@@ -224,7 +225,7 @@ void Device::execute(Stream* s, const Task& task) {
       failed = run_kernel(this, s, task, &error);
       break;
     case TaskKind::kCopy:
-      std::memcpy(task.copy.dst, task.copy.src, task.copy.size);
+      parallel_memcpy(task.copy.dst, task.copy.src, task.copy.size, thread_budget(this));
       break;
     case TaskKind::kMemset:
       std::memset(task.memset.dst, task.memset.value, task.memset.size);

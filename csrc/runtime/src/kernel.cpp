@@ -89,14 +89,17 @@ void set_kernel_error_message(const char* message) {
   k.message_set = true;
 }
 
-int kernel_thread_budget() {
-  const KernelContext& k = t_kernel;
-  if (!k.stream) return 1;
+int thread_budget(const Device* device) {
   // Shared among the kernels running now and the streams about to run theirs, so that a kernel that starts alone
   // does not keep a full team of threads while another stream's kernel starts beside it.
   int busy = std::max({1, g_running_kernels.load(std::memory_order_relaxed), active_stream_count()});
-  int share = std::max(1, k.device->runtime->config.host_cores / busy);
-  return std::min(k.device->cores, share);
+  int share = std::max(1, device->runtime->config.host_cores / busy);
+  return std::min(device->cores, share);
+}
+
+int kernel_thread_budget() {
+  const KernelContext& k = t_kernel;
+  return k.stream ? thread_budget(k.device) : 1;
 }
 
 Stream* kernel_current_stream() { return t_kernel.stream; }

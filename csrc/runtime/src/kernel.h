@@ -21,6 +21,10 @@ bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error)
 // Compute side: the task's cleanup, once, after the kernel ran.
 void run_cleanup(const Task& task);
 
+// Threads a kernel or copy starting now on the device may use: its compute threads, shared among the work running
+// or queued on all devices, never more than the host's cores.
+int thread_budget(const Device* device);
+
 // The kernel-context calls of runtime.h.
 void set_kernel_error_message(const char* message);
 int kernel_thread_budget();

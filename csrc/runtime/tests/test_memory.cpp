@@ -191,6 +191,34 @@ TEST(Memory, AsyncCopyFromPinnedMemoryReturnsBeforeItRuns) {
   ASSERT_SNPU(snpuStreamDestroy(s));
 }
 
+// Large copies are split among helper threads; two at once (two streams) must both arrive whole.
+TEST(Memory, LargeCopiesArriveWholeAlsoWhenConcurrent) {
+  constexpr size_t kBytes = (size_t(9) << 20) + 12345;  // not a multiple of the chunk size
+  snpuStream_t s[2];
+  void* dev[2];
+  void* pinned[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_SNPU(snpuStreamCreate(&s[i], 0));
+    ASSERT_SNPU(snpuMalloc(&dev[i], kBytes));
+    ASSERT_SNPU(snpuMallocHost(&pinned[i], kBytes));
+    uint8_t* p = static_cast<uint8_t*>(pinned[i]);
+    for (size_t j = 0; j < kBytes; ++j) p[j] = static_cast<uint8_t>(j * 7 + i);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 2; ++i)
+      ASSERT_SNPU(snpuMemcpyAsync(dev[i], pinned[i], kBytes, snpuMemcpyHostToDevice, s[i]));
+    for (int i = 0; i < 2; ++i) ASSERT_SNPU(snpuStreamSynchronize(s[i]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::vector<uint8_t> back(kBytes);
+    ASSERT_SNPU(snpuMemcpy(back.data(), dev[i], kBytes, snpuMemcpyDeviceToHost));
+    ASSERT_EQ(std::memcmp(back.data(), pinned[i], kBytes), 0) << "stream " << i;
+    ASSERT_SNPU(snpuFree(dev[i]));
+    ASSERT_SNPU(snpuFreeHost(pinned[i]));
+    ASSERT_SNPU(snpuStreamDestroy(s[i]));
+  }
+}
+
 // Staging buffers are pooled: copies in flight at the same time must each keep their own, round after round.
 TEST(Memory, StagedCopiesInFlightKeepTheirOwnSources) {
   snpuStream_t s;
