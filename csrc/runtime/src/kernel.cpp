@@ -29,6 +29,10 @@ thread_local KernelContext t_kernel;
 
 bool in_kernel() { return t_kernel.stream != nullptr; }
 
+// Work a stream may hold before a launch waits, as CUDA's launch queue is bounded: a host far ahead of the device
+// gains nothing by running further ahead, and every queued launch holds memory (its arguments, its outputs).
+constexpr uint64_t kMaxQueued = 1024;
+
 snpuError_t launch(Stream* s, Task task, bool wait) {
   Device* d = s->device;
   task.correlation_id = activity::correlation_id();
@@ -39,7 +43,9 @@ snpuError_t launch(Stream* s, Task task, bool wait) {
   if (task.kind == TaskKind::kKernel || task.kind == TaskKind::kCopy || task.kind == TaskKind::kMemset)
     d->counters()->kernels_launched.fetch_add(1, std::memory_order_relaxed);
   uint64_t seq = s->enqueue(task);
-  if ((wait || d->runtime->config.launch_blocking) && !in_kernel()) return synchronize(s, seq);
+  if (in_kernel()) return snpuSuccess;
+  if (wait || d->runtime->config.launch_blocking) return synchronize(s, seq);
+  if (seq > kMaxQueued && !s->reached(seq - kMaxQueued)) s->wait_for(seq - kMaxQueued);
   return snpuSuccess;
 }
 

@@ -2,6 +2,7 @@
 // allocations (the runtime's objects are linked in, so its allocations are counted too).
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "test_util.h"
 
@@ -35,7 +36,7 @@ TEST(LaunchPath, LaunchingAllocatesNothingInSteadyState) {
   ASSERT_SNPU(snpuStreamCreate(&s, 0));
   snpuEvent_t e;
   ASSERT_SNPU(snpuEventCreate(&e, 0));
-  constexpr int kLaunches = 5000;
+  constexpr int kLaunches = 1000;  // with the events, just under the queue's bound (launches would wait beyond it)
   auto round = [&] {
     Gate gate;  // keeps the queue filling, so it must hold every launch
     EXPECT_SNPU(gate.hold(s));
@@ -54,6 +55,26 @@ TEST(LaunchPath, LaunchingAllocatesNothingInSteadyState) {
   EXPECT_GT(round(), 0) << "the queue grows to its working size, and the count sees the runtime's allocations";
   EXPECT_EQ(round(), 0);
   ASSERT_SNPU(snpuEventDestroy(e));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
+// As CUDA's launch queue, a stream's queue is bounded: a host 1024 tasks ahead waits for the device.
+TEST(LaunchPath, LaunchWaitsWhenTheQueueIsFull) {
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  Gate gate;
+  ASSERT_SNPU(gate.hold(s));
+  for (int i = 0; i < 1023; ++i) ASSERT_SNPU(snpuLaunchKernel(s, "empty", empty_kernel, nullptr, nullptr));
+  std::atomic<bool> opened{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    opened = true;
+    gate.open();
+  });
+  ASSERT_SNPU(snpuLaunchKernel(s, "the 1025th task", empty_kernel, nullptr, nullptr));
+  EXPECT_TRUE(opened) << "the launch returned while 1024 tasks were queued";
+  opener.join();
+  ASSERT_SNPU(snpuStreamSynchronize(s));
   ASSERT_SNPU(snpuStreamDestroy(s));
 }
 

@@ -204,7 +204,8 @@ typedef void (*snpuKernelCleanupFn)(void* arg);
 
 /* ASYNC. Enqueues fn(arg) on the stream. name must stay valid until the kernel has run (a string literal, or a
  * name owned by a registry that outlives the runtime); it appears in errors, logs and the profiler. Launching
- * allocates nothing and makes no system call while the stream already has queued work. */
+ * allocates nothing and makes no system call while the stream already has queued work, unless 1024 tasks are
+ * already queued: then, as with CUDA's bounded launch queue, it waits for the stream to drain below that. */
 SNPU_API snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
                                       snpuKernelCleanupFn cleanup);
 
