@@ -1,0 +1,330 @@
+"""The ``softnpu`` command.
+
+    softnpu doctor                              check this installation: a line per check, exit status 0 if all pass
+    softnpu report                              the configuration, versions and devices
+    softnpu report --sync-points SCRIPT [ARGS]  run a Python script, then list the ops that synchronized with the
+                                                device (host fallbacks) and how often
+
+Usage errors print the usage on stderr and exit with status 2.
+"""
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import runpy
+import shutil
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import __version__, _C
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_BIN_DIR = Path(sys.executable).parent
+_README_HINT = "see Configuration in softnpu's README.md"
+
+
+@dataclass(frozen=True)
+class _Var:
+    name: str
+    layer: str
+    kind: str
+    default: str
+    doc: str
+
+    @property
+    def value(self) -> str | None:
+        """The value set in the environment; None when unset or empty (both mean the default)."""
+        return os.environ.get(self.name) or None
+
+
+def _env_table() -> list[_Var]:
+    return [_Var(*row) for row in _C._env_table()]
+
+
+def _built_for_torch() -> str | None:
+    """The torch version softnpu was compiled against, as its build recorded it for find_package(softnpu)."""
+    config = _PACKAGE_DIR / "share" / "cmake" / "softnpu" / "softnpuConfig.cmake"
+    match = re.search(r'set\(SOFTNPU_TORCH_VERSION "([^"]+)"\)', config.read_text()) if config.exists() else None
+    return match.group(1) if match else None
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+# ---------------------------------------------------------------------------------------------------------- doctor
+
+
+class _Failed(Exception):
+    def __init__(self, detail: str, hint: str):
+        super().__init__(detail)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class _Check:
+    name: str
+    run: Callable[[], str]  # returns what it found, or raises
+    hint: str  # for an unexpected exception
+    needs_runtime: bool = False
+
+
+def _check_torch() -> str:
+    built_for = _built_for_torch()
+    if built_for is None:
+        raise _Failed("the torch softnpu was built for is not recorded (share/cmake/softnpu/softnpuConfig.cmake)",
+                      "reinstall softnpu (make build)")
+    found = f"torch {torch.__version__}; softnpu {__version__} was built for torch {built_for}"
+    if torch.__version__.split("+")[0] != built_for:
+        raise _Failed(found, f"install torch=={built_for}, or rebuild softnpu against this torch (make build)")
+    return found
+
+
+# A fresh interpreter that imports torch alone: softnpu's entry point must have renamed PrivateUse1 to npu.
+_AUTOLOAD_PROBE = "import torch; print(torch._C._get_privateuse1_backend_name())"
+
+
+def _check_autoload() -> str:
+    if not importlib.metadata.entry_points(group="torch.backends", name="softnpu"):
+        raise _Failed("softnpu's torch.backends entry point is not installed", "reinstall softnpu (make build)")
+    probe = subprocess.run([sys.executable, "-c", _AUTOLOAD_PROBE], capture_output=True, text=True, timeout=300)
+    if probe.returncode == 0 and probe.stdout.strip() == "npu":
+        return "`import torch` alone registers npu (torch.backends entry point softnpu)"
+    said = (probe.stderr.strip().splitlines() or probe.stdout.strip().splitlines() or ["nothing"])[-1]
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0":
+        raise _Failed(f"`import torch` did not register npu: {said}",
+                      "TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns the entry point off: unset it, or import torch_npu")
+    raise _Failed(f"`import torch` did not register npu: {said}", "reinstall softnpu (make build)")
+
+
+def _check_configuration() -> str:
+    # Each step is where a layer reads its variables: the runtime when it starts, the caching allocator at the first
+    # allocation, the op path at the first host fallback.
+    torch.npu.init()
+    torch.empty(1, device="npu")
+    strict = False
+    try:
+        torch.nonzero(torch.ones(1, device="npu"))
+    except RuntimeError as e:
+        if "TORCH_NPU_FALLBACK_CPU_DISABLE=1" not in str(e):
+            raise
+        strict = True  # what the variable asks for, not a fault
+    set_vars = [f"{v.name}={v.value}" for v in _env_table() if v.value is not None]
+    found = "the runtime starts with " + (", ".join(set_vars) if set_vars else "the defaults (no variable set)")
+    return found + ("; host fallbacks are errors (strict mode)" if strict else "")
+
+
+def _check_devices() -> str:
+    count = torch.npu.device_count()
+    if count == 0:
+        raise _Failed("no npu device", "check SOFTNPU_DEVICE_COUNT and ASCEND_RT_VISIBLE_DEVICES")
+    devices = []
+    for i in range(count):
+        p = torch.npu.get_device_properties(i)
+        if p.total_memory <= 0 or p.multi_processor_count <= 0:
+            raise _Failed(f"npu:{i} has {p.total_memory} bytes and {p.multi_processor_count} cores",
+                          "check SOFTNPU_MEMORY_MB and SOFTNPU_CORES")
+        devices.append(f"npu:{i} {_mib(p.total_memory)} {p.multi_processor_count} cores")
+    return f"{count} device{'s' if count > 1 else ''}: " + ", ".join(devices)
+
+
+def _check_op() -> str:
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 64, generator=g), torch.randn(64, 64, generator=g)
+    expected = torch.softmax(a @ b, dim=1).sum(0)
+    got = torch.softmax(a.npu() @ b.npu(), dim=1).sum(0).cpu()
+    difference = (got - expected).abs().max().item()
+    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-5):
+        raise _Failed(f"matmul + softmax on npu differs from the CPU by up to {difference:.3g}",
+                      "a softnpu bug: please report it with the output of `softnpu report`")
+    return f"matmul + softmax on npu:{torch.npu.current_device()} matches the CPU (difference {difference:.1g})"
+
+
+def _check_npu_smi() -> str:
+    ours = _BIN_DIR / "npu-smi"
+    if not os.access(ours, os.X_OK):
+        raise _Failed(f"{ours} is missing", "reinstall softnpu (make build)")
+    found = shutil.which("npu-smi")
+    activate = _BIN_DIR / "activate"
+    path_hint = f"source {activate}" if activate.exists() else f"add {_BIN_DIR} to PATH"
+    if found is None:
+        raise _Failed(f"npu-smi is not on PATH (it is {ours})", path_hint)
+    if Path(found).resolve() != ours.resolve():
+        raise _Failed(f"PATH finds {found}, not softnpu's {ours}", f"put {_BIN_DIR} first on PATH ({path_hint})")
+    torch.empty(1, device="npu")  # a process appears in npu-smi once it has used a device
+    torch.npu.synchronize()
+    info = subprocess.run([found, "info", "--json"], capture_output=True, text=True, timeout=60)
+    if info.returncode != 0:
+        raise _Failed(f"`npu-smi info` failed: {info.stderr.strip()}", "see the message")
+    mine = [p for p in json.loads(info.stdout)["processes"] if p["pid"] == os.getpid()]
+    if not mine:
+        raise _Failed(f"npu-smi does not list this process (pid {os.getpid()})",
+                      f"npu-smi reads /dev/shm/softnpu-stats.{os.getuid()}.<pid>: check that /dev/shm is writable")
+    return f"{found} reads this process's statistics (pid {os.getpid()}, npu {mine[0]['device']})"
+
+
+def _check_log_directory() -> str:
+    if os.environ.get("ASCEND_SLOG_PRINT_TO_STDOUT") == "1":
+        return "the runtime logs to stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1)"
+    # The runtime's choice (csrc/runtime/src/config.cpp): the variable, else $HOME/ascend/log.
+    directory = Path(os.environ.get("ASCEND_PROCESS_LOG_PATH") or f"{os.environ.get('HOME', '/tmp')}/ascend/log")
+    hint = "set ASCEND_PROCESS_LOG_PATH to a writable directory, or ASCEND_SLOG_PRINT_TO_STDOUT=1"
+    existing = directory
+    while not existing.exists():  # the runtime creates the missing part at its first log line
+        existing = existing.parent
+    if not existing.is_dir():
+        raise _Failed(f"{existing} is not a directory (log directory {directory})", hint)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise _Failed(f"{existing} is not writable (log directory {directory})", hint)
+    return f"{directory} is writable" + ("" if existing == directory else f" (to be created under {existing})")
+
+
+_CHECKS = [
+    _Check("torch", _check_torch, "reinstall softnpu (make build)"),
+    _Check("autoload", _check_autoload, "reinstall softnpu (make build)"),
+    _Check("configuration", _check_configuration, _README_HINT),
+    _Check("devices", _check_devices, _README_HINT, needs_runtime=True),
+    _Check("op", _check_op, "run it again with ASCEND_LAUNCH_BLOCKING=1", needs_runtime=True),
+    _Check("npu-smi", _check_npu_smi, "reinstall softnpu (make build)", needs_runtime=True),
+    _Check("log directory", _check_log_directory, "set ASCEND_PROCESS_LOG_PATH to a writable directory"),
+]
+
+
+def _malformed_hint(message: str) -> str | None:
+    """For an error naming variables of the env table (NAME='value' is not valid), what to do about them."""
+    names = [v.name for v in _env_table() if re.search(rf"\b{v.name}='", message)]
+    return f"fix or unset {', '.join(names)} ({_README_HINT})" if names else None
+
+
+def doctor() -> int:
+    width = max(len(c.name) for c in _CHECKS)
+    runtime_started = True
+    failures = 0
+    for check in _CHECKS:
+        try:
+            if check.needs_runtime and not runtime_started:
+                raise _Failed("not checked: the runtime did not start", "fix the configuration first")
+            ok, text = True, check.run()
+        except Exception as e:  # every check reports, whatever the others do
+            message = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            hint = e.hint if isinstance(e, _Failed) else _malformed_hint(message) or check.hint
+            ok, text = False, f"{message} -- hint: {hint}"
+        if check.name == "configuration":
+            runtime_started = ok
+        failures += not ok
+        print(f"{'OK' if ok else 'FAIL':<5} {check.name:<{width}}  {text}", flush=True)
+    print(f"softnpu doctor: {len(_CHECKS) - failures} of {len(_CHECKS)} checks passed")
+    return 0 if failures == 0 else 1
+
+
+# ---------------------------------------------------------------------------------------------------------- report
+
+
+def report() -> int:
+    print(f"softnpu {__version__}  {_PACKAGE_DIR}")
+    print(f"torch   {torch.__version__}  (softnpu was built for {_built_for_torch() or 'an unrecorded version'})")
+    print(f"python  {platform.python_version()}  {sys.executable}")
+    print(f"host    {platform.platform()}, {os.cpu_count()} cores")
+
+    table = _env_table()
+    width = max(len(v.name) for v in table)
+    print("\nConfiguration (each variable as set in the environment, or its default)")
+    for v in table:
+        value, source = (v.value, "set") if v.value is not None else (v.default or '""', "default")
+        print(f"  {v.name:<{width}}  {value:<16} {source:<8} {v.doc}")
+
+    try:
+        torch.npu.init()
+    except RuntimeError as e:
+        print(f"\nDevices: unavailable: {e}")
+        return 1
+    count = torch.npu.device_count()
+    print(f"\nDevices: {count}")
+    for i in range(count):
+        p = torch.npu.get_device_properties(i)
+        free, total = torch.npu.mem_get_info(i)
+        print(f"  npu:{i}  {p.name}  physical {p.physical_index}  capability {p.major}.{p.minor}  "
+              f"{p.multi_processor_count} cores  memory {_mib(total)}: {_mib(free)} free, "
+              f"{_mib(torch.npu.memory_allocated(i))} allocated, {_mib(torch.npu.memory_reserved(i))} reserved "
+              "by this process")
+    return 0
+
+
+def report_sync_points(script: str, args: list[str]) -> int:
+    """Runs `script` as `python SCRIPT ARGS` would, then prints the host fallbacks it took, most frequent first."""
+    if not Path(script).is_file():
+        print(f"softnpu: cannot open {script}: no such file", file=sys.stderr)
+        return 2
+    before = torch.npu.sync_points()["by_op"]
+    sys.argv = [script, *args]
+    sys.path[0] = str(Path(script).resolve().parent)
+    status = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        status = 130  # the report still tells what ran until then
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+    counts = {op: n - before.get(op, 0) for op, n in torch.npu.sync_points()["by_op"].items()}
+    counts = {op: n for op, n in counts.items() if n > 0}
+    total = sum(counts.values())
+    print(f"\nsoftnpu: {script} took {total} synchronizing host fallback{'' if total == 1 else 's'}"
+          + (" (ops whose output shape depends on the data: each waits for the device)" if total else ""))
+    for op, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        print(f"  {n:>8}  {op}")
+    return status
+
+
+# ------------------------------------------------------------------------------------------------------------ main
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command's parser, and its report subcommand's."""
+    parser = argparse.ArgumentParser(
+        prog="softnpu", description="softnpu, a software NPU for PyTorch: check and describe this installation.")
+    parser.add_argument("--version", action="version", version=f"softnpu {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("doctor", help="check this installation: one line per check; exit status 0 if all pass",
+                        description="Check this installation: one line per check, OK or FAIL with a hint. Exit "
+                                    "status 0 if every check passes, 1 otherwise.")
+    report_parser = commands.add_parser(
+        "report", help="print the configuration, versions and devices",
+        description="Print the configuration (every variable softnpu reads), versions and devices.")
+    report_parser.add_argument(
+        "--sync-points", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]",
+        help="instead, run a Python script with its arguments and then list the ops that took the synchronizing "
+             "host fallback, with counts; the exit status is the script's")
+    return parser, report_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, report_parser = _parsers()
+    args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor()
+    if args.sync_points is None:
+        return report()
+    if not args.sync_points:
+        report_parser.error("--sync-points needs a SCRIPT")
+    return report_sync_points(args.sync_points[0], args.sync_points[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Run CUDA code unchanged on npu: ``from torch_npu.contrib import transfer_to_npu`` (or softnpu.contrib).
+
+Importing this module patches torch for the whole process, as torch_npu's module of the same name does; code that
+does not import it is unaffected. Import it right after torch: names bound earlier (``from torch import randn``)
+keep the unpatched function. Importing it again, under either name, changes nothing.
+
+The mechanism is one translation, applied by wrappers around the functions that take a device: an argument naming
+a CUDA device becomes the npu device of the same index. ``"cuda"`` and ``"cuda:N"`` become ``"npu"`` and
+``"npu:N"``, ``torch.device("cuda", N)`` becomes ``torch.device("npu", N)``, the values of a dict (torch.load's
+``map_location``) are translated the same way, and anything else (ints, which torch already takes as npu indices,
+tensors, dtypes, file names) passes through untouched. What is patched:
+
+- ``torch.cuda``: every function and class of torch.npu's API replaces CUDA's of the same name (is_available,
+  device_count, current_device, set_device, synchronize, Stream, Event, stream, current_stream, the memory
+  functions, manual_seed(_all), get/set_rng_state, ...), its functions translating their device argument;
+  ``torch.cuda.amp`` is torch.npu.amp (autocast, GradScaler, custom_fwd, custom_bwd). torch.npu's Stream and
+  device classes accept CUDA devices too, since they are the same classes.
+- ``.cuda()`` of tensors, modules and storages is ``.npu()``; ``Tensor.is_cuda`` is ``Tensor.is_npu``.
+- Device arguments of torch's factory functions (``torch.randn(..., device="cuda")``, ``torch.tensor``,
+  ``torch.zeros_like``, ...), ``torch.load`` (``map_location``), ``Tensor.to``, ``Tensor.new_*``,
+  ``Tensor.pin_memory``, ``Module.to``, ``Module.to_empty``, ``torch.autocast``/``torch.amp.autocast``,
+  ``torch.amp.custom_fwd``/``custom_bwd``, the ``torch.*autocast*`` queries, ``torch.amp.GradScaler`` (whose
+  omitted device, "cuda" in torch, is npu), default devices (``with torch.device("cuda"):``,
+  ``torch.set_default_device``).
+- ``torch.distributed``: ``init_process_group`` and ``new_group`` take ``"nccl"`` as ``"hccl"`` (and
+  ``"cuda:nccl"`` as ``"npu:hccl"``) and translate ``device_id``; ``is_nccl_available`` is ``is_hccl_available``.
+
+What is not patched:
+
+- ``torch.device("cuda")`` objects stay CUDA devices (torch.device is a C type): they are translated where they are
+  passed to the functions above, but a tensor's device is ``npu``, so ``x.device == torch.device("cuda")`` and
+  ``x.device.type == "cuda"`` are False (``x.is_cuda`` is True).
+- ``torch.Generator(device="cuda")``: a C type too, and replacing the class would break TorchScript's and
+  ``isinstance`` checks; write ``device="npu"``.
+- Names of ``torch.cuda`` that torch.npu does not have (``nvtx``, ``graphs``/``CUDAGraph``,
+  ``set_per_process_memory_fraction``, ``default_generators``, the legacy ``torch.cuda.FloatTensor`` types, ...)
+  and the submodules other than ``amp`` stay CUDA's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
+  so code that checks for a recent GPU takes its portable path.
+- ``torch.load`` without ``map_location`` restores storages where they were saved: a checkpoint saved on CUDA needs
+  ``map_location="cuda"`` (translated) or ``"npu"``. A callable ``map_location`` is called as is (``storage.cuda()``
+  in it is ``storage.npu()``).
+- TorchScript calls ATen directly: devices named inside scripted code are not translated (``torch.compile``
+  traces the wrappers, so they are).
+- ``torch.nn.DataParallel`` (use DistributedDataParallel with hccl), ``torch.profiler``'s
+  ``ProfilerActivity.CUDA`` (use ``ProfilerActivity.PrivateUse1``, torch_npu.profiler's ``NPU``), and
+  ``dist.get_backend()``, which reports "hccl".
+"""
+
+import functools
+import inspect
+import re
+
+import torch
+import torch.jit._builtins
+import torch.utils._device
+
+from .. import npu
+
+__all__: list[str] = []
+
+_CUDA_DEVICE = re.compile(r"cuda(:\d+)?")
+_MARK = "_softnpu_transfer_to_npu"
+
+
+def _npu(value):
+    """`value` with a CUDA device replaced by the npu device of the same index; anything else unchanged."""
+    if isinstance(value, str):
+        return "npu" + value[4:] if _CUDA_DEVICE.fullmatch(value) else value
+    if isinstance(value, torch.device):
+        return torch.device("npu", value.index) if value.type == "cuda" else value
+    if isinstance(value, dict):  # torch.load's map_location: the values are where storages go
+        return {key: _npu(v) for key, v in value.items()}
+    return value
+
+
+def _translating(fn):
+    """`fn`, taking CUDA devices in any argument as npu devices."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*[_npu(a) for a in args], **{k: _npu(v) for k, v in kwargs.items()})
+
+    return wrapper
+
+
+def _scaler_init(init):
+    """GradScaler.__init__ translating its device, which defaults to npu (torch's default is "cuda")."""
+
+    @functools.wraps(init)
+    def __init__(self, device="npu", *args, **kwargs):
+        init(self, _npu(device), *args, **{k: _npu(v) for k, v in kwargs.items()})
+
+    return __init__
+
+
+def _hccl(backend: str) -> str:
+    """A backend spec ("nccl", "cuda:nccl", "cpu:gloo,cuda:nccl") with HCCL on npu where it had NCCL on CUDA."""
+    parts = []
+    for part in backend.split(","):
+        device, sep, name = part.rpartition(":")
+        device = "npu" if device.strip() == "cuda" else device
+        name = "hccl" if name.strip().lower() == "nccl" else name
+        parts.append(device + sep + name)
+    return ",".join(parts)
+
+
+def _hccl_backend(fn):
+    """`fn` (a torch.distributed function with a `backend` argument) taking NCCL as HCCL, and CUDA devices as npu."""
+    signature = inspect.signature(fn)
+    translating = _translating(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs)
+        if isinstance(bound.arguments.get("backend"), str):
+            bound.arguments["backend"] = _hccl(bound.arguments["backend"])
+        return translating(*bound.args, **bound.kwargs)
+
+    return wrapper
+
+
+def _patch(owner, names, make=_translating) -> None:
+    """Replaces each `owner.name` by `make(owner.name)`, once (a second import finds the mark and leaves it)."""
+    for name in names:
+        current = inspect.getattr_static(owner, name)
+        static = isinstance(current, staticmethod)  # __new__
+        fn = current.__func__ if static else current
+        if getattr(fn, _MARK, False):
+            continue
+        wrapped = make(fn)
+        setattr(wrapped, _MARK, True)
+        # TorchScript compiles a call to a builtin as its ATen op: make it see the wrapper as the same op.
+        op = torch.jit._builtins._find_builtin(fn)
+        if op is not None:
+            torch.jit._builtins._register_builtin(wrapped, op)
+        setattr(owner, name, staticmethod(wrapped) if static else wrapped)
+
+
+# torch's functions that take a device: every public one whose ATen schema has a `device` argument
+# (tests/test_transfer_to_npu.py checks the list against torch's schemas), torch.asarray, and torch.load.
+_TORCH_FUNCTIONS = (
+    "arange", "as_tensor", "asarray", "bartlett_window", "blackman_window", "empty", "empty_like", "empty_permuted",
+    "empty_quantized", "empty_strided", "eye", "from_file", "full", "full_like", "hamming_window", "hann_window",
+    "kaiser_window", "linspace", "logspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint",
+    "randint_like", "randn", "randn_like", "randperm", "range", "scalar_tensor", "sparse_bsc_tensor",
+    "sparse_bsr_tensor", "sparse_compressed_tensor", "sparse_coo_tensor", "sparse_csc_tensor", "sparse_csr_tensor",
+    "tensor", "tril_indices", "triu_indices", "zeros", "zeros_like", "load",
+    # autocast's queries and settings take a device type
+    "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype",
+)
+_TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros",
+                   "pin_memory", "is_pinned")
+
+
+def _install() -> None:
+    # torch.cuda answers with torch.npu. default_generators is left out: reading it starts the runtime.
+    for name in npu.__all__:
+        if name in ("amp", "default_generators"):
+            continue
+        value = getattr(npu, name)
+        setattr(torch.cuda, name, value if isinstance(value, type) else _translating(value))
+    for name in npu.amp.__all__:
+        setattr(torch.cuda.amp, name, getattr(npu.amp, name))
+    _patch(npu.Stream, ["__new__"])
+    _patch(npu.device, ["__init__"])
+
+    # .cuda() is .npu()
+    torch.Tensor.cuda = _translating(torch.Tensor.npu)
+    torch.Tensor.is_cuda = torch.Tensor.is_npu
+    torch.nn.Module.cuda = _translating(torch.nn.Module.npu)
+    torch.UntypedStorage.cuda = _translating(torch.UntypedStorage.npu)
+    torch.TypedStorage.cuda = _translating(torch.TypedStorage.npu)
+
+    # Device arguments. The default-device mode (`with torch.device(...)`, set_default_device) recognizes factory
+    # functions by identity in a set it builds once: build it now, from the unwrapped functions it will be handed.
+    torch.utils._device._device_constructors()
+    _patch(torch, _TORCH_FUNCTIONS)
+    _patch(torch.fft, ["fftfreq", "rfftfreq"])
+    _patch(torch.Tensor, _TENSOR_METHODS)
+    _patch(torch.nn.Module, ["to", "to_empty"])
+    _patch(torch.utils._device.DeviceContext, ["__init__"])
+    _patch(torch.amp.autocast, ["__init__"])  # torch.autocast is the same class
+    _patch(torch.amp, ["custom_fwd", "custom_bwd", "is_autocast_available"])
+    _patch(torch.amp.GradScaler, ["__init__"], _scaler_init)
+
+    if torch.distributed.is_available():
+        import torch.distributed as dist
+
+        _patch(dist, ["init_process_group", "new_group"], _hccl_backend)
+        dist.is_nccl_available = dist.is_hccl_available
+
+
+_install()
