@@ -30,6 +30,8 @@ def _register():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    # Lazy modules' uninitialized parameters allow a list of methods, .cuda() among them: let .npu() move them too.
+    torch.nn.parameter.UninitializedTensorMixin._allowed_methods.append(torch.Tensor.npu)
 
 
 _register()

@@ -1,6 +1,7 @@
 #include "backend/ops/executor.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/core/Tensor.h>
@@ -193,6 +194,27 @@ void apply_out_metadata(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntA
   impl->set_sizes_and_strides(sizes, strides, impl->storage_offset());
 }
 
+// Whether the op resizes an out= tensor that overlaps itself (an expanded tensor) or another argument
+// (x.logical_and_(y) runs logical_and.out(x, y, out=x)): CPU kernels check such an out= tensor before resizing it, and
+// reject it, which resizing it here would hide. Such launches take the synchronizing path, where the kernel resizes it.
+bool resizes_overlapping_out(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const MetaResult& meta) {
+  for (size_t j = 0; j < info.out_args.size(); ++j) {
+    const at::Tensor& out = args[info.out_args[j]].toTensor();
+    const at::Tensor& m = meta.out_args[j].toTensor();
+    if (!out.defined() || (out.sizes() == m.sizes() && out.strides() == m.strides())) continue;
+    if (at::has_internal_overlap(out) != at::MemOverlap::No) return true;
+    bool shared = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (static_cast<int>(i) == info.out_args[j]) continue;
+      for_each_tensor(args[i], [&](const at::Tensor& t) {
+        shared = shared || (t.defined() && t.has_storage() && t.storage().is_alias_of(out.storage()));
+      });
+    }
+    if (shared) return true;
+  }
+  return false;
+}
+
 // ------------------------------------------------------------------------------------------------ launches
 
 // The CPU kernel's arguments: tensors as the kernel will rebuild them, the CPU device for npu devices, seeds drawn
@@ -223,9 +245,21 @@ void launch(const OpInfo& info, const NPUStream& stream, KernelLaunch* k) {
 
 // ------------------------------------------------------------------------------------------------ sync path
 
-c10::IValue to_device(const c10::IValue& v, const NPUStream& stream) {
+// An argument the CPU kernel wrote (`cpu`, over its device memory), as the kernel left it: resized in place, it gets
+// the new sizes and strides; moved to host memory (its storage grown), also the data.
+void adopt_written(const at::Tensor& device, const at::Tensor& cpu) {
+  if (!device.defined() || !cpu.defined()) return;
+  const bool moved = cpu.storage().data() != device.storage().data();
+  if (!moved && device.sizes() == cpu.sizes() && device.strides() == cpu.strides()) return;
+  apply_out_metadata(device, cpu.sizes(), cpu.strides());
+  if (moved && cpu.numel() > 0) device.copy_(cpu);
+}
+
+c10::IValue to_device(const OpInfo& info, const c10::IValue& v, const NPUStream& stream) {
   return map_tensors(v, [&](const at::Tensor& cpu) {
     if (!cpu.defined()) return cpu;
+    TORCH_CHECK_NOT_IMPLEMENTED(cpu.layout() == c10::kStrided, info.name, " returns a ", cpu.layout(),
+                                " tensor: npu supports only strided tensors");
     const at::Tensor src = cpu.contiguous();
     at::Tensor dst = empty_npu(src.sizes(), src.strides(), src.scalar_type());
     if (src.nbytes() > 0) {
@@ -258,32 +292,28 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
   g_sync_points.fetch_add(1, std::memory_order_relaxed);
 
+  // The kernel writes the tensors themselves, so the CPU kernel sees their true aliasing (and rejects an out= tensor
+  // that overlaps an input, as on the CPU); what it resizes is taken over once the host has waited for it.
   KernelLaunch* k = KernelLaunch::acquire(&info);
   prepare_arguments(info, args, stream.device_index(), *k);
-  // out= tensors may need resizing, which device memory cannot do from a CPU kernel: the kernel writes into fresh
-  // CPU tensors, copied back below.
-  std::vector<at::Tensor> out_temps;
-  for (int i : info.out_args) {
-    const at::Tensor& out = args[i].toTensor();
-    out_temps.push_back(at::empty({0}, out.options().device(c10::kCPU)));
-    k->set_host_argument(i, out_temps.back());
-  }
   auto result = std::make_shared<SyncResult>();
   k->sync = result;
   launch(info, stream, k);
   stream.synchronize();
   if (result->error) std::rethrow_exception(result->error);
 
-  for (size_t j = 0; j < info.out_args.size(); ++j) {
-    const at::Tensor& out = args[info.out_args[j]].toTensor();
-    const at::Tensor& temp = out_temps[j];
-    apply_out_metadata(out, temp.sizes(), temp.strides());
-    out.copy_(temp);
+  for (int i : info.written_args) {
+    std::vector<at::Tensor> written;
+    for_each_tensor(result->arguments[i], [&](const at::Tensor& t) { written.push_back(t); });
+    size_t j = 0;
+    for_each_tensor(args[i], [&](const at::Tensor& t) {
+      if (j < written.size()) adopt_written(t, written[j++]);
+    });
   }
   c10::SmallVector<c10::IValue, 2> returns;
   for (size_t r = 0; r < info.return_alias.size(); ++r) {
     const int alias = info.return_alias[r];
-    returns.push_back(alias >= 0 ? args[alias] : to_device(result->returns[r], stream));
+    returns.push_back(alias >= 0 ? args[alias] : to_device(info, result->returns[r], stream));
   }
   torch::jit::drop(*stack, args.size());  // args point into the stack: dropped last
   for (auto& r : returns) stack->push_back(std::move(r));
@@ -328,7 +358,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       meta = std::move(fresh);
     }
   }
-  if (!meta) {
+  if (!meta || resizes_overlapping_out(info, args, *meta)) {
     run_synchronizing(info, stream, args, stack, meta_error);
     return;
   }

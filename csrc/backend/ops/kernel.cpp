@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -23,7 +24,6 @@ namespace softnpu {
 void TensorRef::assign(const at::Tensor& t) {
   sizes.clear();
   strides.clear();
-  host.reset();
   if (!t.defined()) {
     kind = Kind::kUndefined;
     return;
@@ -38,6 +38,7 @@ void TensorRef::assign(const at::Tensor& t) {
     return;
   }
   kind = Kind::kDevice;
+  identity = t.unsafeGetTensorImpl();
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   base = storage->mutable_data();
   nbytes = storage->nbytes();
@@ -124,21 +125,13 @@ void KernelLaunch::add_output(uint32_t return_index, const c10::IValue& output) 
   add_slot(output_slots, return_index, output);
 }
 
-void KernelLaunch::set_host_argument(size_t i, at::Tensor host) {
-  for (const auto& slot : argument_slots) {
-    if (slot.position != i) continue;
-    TensorRef& r = refs[slot.first];
-    r.kind = TensorRef::Kind::kHost;
-    r.host = std::move(host);
-  }
-}
-
 // ------------------------------------------------------------------------------------------------ compute side
 
 namespace {
 
-// The CPU tensors of one kernel run. Tensors over the same device storage share one CPU storage, so ATen's aliasing
-// checks see what they would on the device.
+// The CPU tensors of one kernel run. Tensors over the same device storage share one CPU storage, and arguments that are
+// one tensor on the host are one tensor here, so ATen's aliasing checks (memory overlap, is_same: x.logical_and_(y) is
+// logical_and.out(x, y, out=x)) see what they would on the device.
 //
 // A few CPU kernels grow an output's storage while computing (huber_loss.out computes elementwise, then reduces), so
 // the storages are resizable, with the CPU allocator: a storage the kernel moved to host memory has its bytes copied
@@ -149,8 +142,6 @@ class Views {
     switch (r.kind) {
       case TensorRef::Kind::kUndefined:
         return at::Tensor();
-      case TensorRef::Kind::kHost:
-        return r.host;
       case TensorRef::Kind::kCpuScalar: {
         at::Tensor t = at::scalar_tensor(r.value, at::TensorOptions().dtype(r.dtype));
         if (r.wrapped_number) t.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -159,14 +150,21 @@ class Views {
       case TensorRef::Kind::kDevice:
         break;
     }
+    // Empty storages hold no data to alias (all may have a null base): each gets its own, or a kernel resizing one
+    // empty out= tensor would resize them all.
     Entry* entry = nullptr;
-    for (auto& e : storages_)
-      if (e.base == r.base) entry = &e;
+    for (auto& e : storages_) {
+      if (e.base != r.base) continue;
+      for (const auto& [identity, tensor] : e.tensors)
+        if (identity == r.identity) return tensor;
+      if (r.nbytes > 0) entry = &e;
+    }
     if (!entry) {
       storages_.push_back(Entry{r.base, r.nbytes,
                                 c10::Storage(c10::Storage::use_byte_size_t(), r.nbytes,
                                              c10::DataPtr(r.base, c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
-                                             /*resizable=*/true)});
+                                             /*resizable=*/true),
+                                {}});
       entry = &storages_.back();
     }
     auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(entry->cpu),
@@ -175,6 +173,7 @@ class Views {
     view.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes, r.strides, r.offset);
     if (r.conj) view._set_conj(true);
     if (r.neg) view._set_neg(true);
+    entry->tensors.emplace_back(r.identity, view);
     return view;
   }
 
@@ -210,7 +209,8 @@ class Views {
   void restore() {
     for (auto& e : storages_) {
       void* now = e.cpu.mutable_data();
-      if (now != e.base && now != nullptr) std::memcpy(e.base, now, std::min(e.nbytes, e.cpu.nbytes()));
+      if (now != e.base && now != nullptr && e.nbytes > 0)
+        std::memcpy(e.base, now, std::min(e.nbytes, e.cpu.nbytes()));
     }
   }
 
@@ -226,6 +226,7 @@ class Views {
     void* base;
     size_t nbytes;
     c10::Storage cpu;
+    c10::SmallVector<std::pair<const void*, at::Tensor>, 2> tensors;  // made over it, by host identity
   };
   c10::SmallVector<Entry, 4> storages_;
 };
@@ -310,10 +311,36 @@ void run_out_variant(KernelLaunch& k, const std::vector<c10::IValue>& outputs, V
     visit_tensors(outputs[i], [&](const at::Tensor& t) {
       const TensorRef& r = k.refs[slot.first + j++];
       t.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes, r.strides, r.offset);
+      t._set_conj(r.conj);
+      t._set_neg(r.neg);
     });
   }
   k.stack = std::move(args);
   run_op(k, outputs);
+}
+
+// A kernel may leave a tensor it wrote as a conjugate or negative view of what it computed (linalg_lu_solve with
+// left=False sets the conj bit of its result). The device tensor keeps the bits it was launched with: the flipped
+// bit is applied to the data instead.
+void keep_bits(const at::Tensor& t, const TensorRef& r) {
+  if (!t.defined()) return;
+  if (t.is_conj() != r.conj) {
+    t._set_conj(false);
+    t.conj_physical_();
+    t._set_conj(r.conj);
+  }
+  if (t.is_neg() != r.neg) {
+    t._set_neg(false);
+    t.neg_();
+    t._set_neg(r.neg);
+  }
+}
+
+// The tensors of a slot with their refs.
+template <typename F>
+void for_each_ref(const KernelLaunch& k, const TensorSlot& slot, const c10::IValue& value, F&& f) {
+  size_t j = 0;
+  visit_tensors(value, [&](const at::Tensor& t) { f(t, k.refs[slot.first + j++]); });
 }
 
 }  // namespace
@@ -326,14 +353,29 @@ int run_kernel(void* arg) {
     Views views;
     for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);
     for (const auto& [index, seed] : k.seeds) k.stack[index] = kernel_generator(seed);
+    if (k.sync) k.sync->arguments = k.stack;
     std::vector<c10::IValue> outputs;
     outputs.reserve(k.output_slots.size());
     for (const auto& slot : k.output_slots) outputs.push_back(views.make(k, slot));
+    c10::SmallVector<std::pair<at::Tensor, const TensorRef*>, 4> written;
+    const auto& written_args = k.info->written_args;
+    for (const auto& slot : k.argument_slots) {
+      if (std::find(written_args.begin(), written_args.end(), static_cast<int>(slot.position)) == written_args.end())
+        continue;
+      for_each_ref(k, slot, k.stack[slot.position], [&](const at::Tensor& t, const TensorRef& r) {
+        written.emplace_back(t, &r);
+      });
+    }
     if (k.use_out_variant) {
       run_out_variant(k, outputs, views);
+      for (size_t i = 0; i < outputs.size(); ++i)
+        for_each_ref(k, k.output_slots[i], outputs[i], [](const at::Tensor& t, const TensorRef& r) {
+          keep_bits(t, r);
+        });
     } else {
       run_op(k, outputs);
     }
+    for (const auto& [t, r] : written) keep_bits(t, *r);
     views.restore();
     if (k.sync) k.sync->returns = std::move(k.stack);
     return 0;

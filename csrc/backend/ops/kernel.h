@@ -26,20 +26,19 @@ struct TensorRef {
     kUndefined,
     kDevice,     // a CPU view over device memory
     kCpuScalar,  // a 0-dim CPU tensor, by value as of the launch (the host may change it before the kernel runs)
-    kHost,       // a host tensor passed as is (synchronizing launches only, where the host waits)
   };
   Kind kind = Kind::kUndefined;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   bool conj = false;
   bool neg = false;
   bool wrapped_number = false;
-  void* base = nullptr;  // kDevice: storage data and size
+  const void* identity = nullptr;  // kDevice: the host's TensorImpl, compared only (one host tensor is one CPU tensor)
+  void* base = nullptr;            // kDevice: storage data and size
   size_t nbytes = 0;
   int64_t offset = 0;
   c10::SmallVector<int64_t, 5> sizes;
   c10::SmallVector<int64_t, 5> strides;
   c10::Scalar value;  // kCpuScalar
-  at::Tensor host;    // kHost
 
   void assign(const at::Tensor& t);
 };
@@ -53,9 +52,12 @@ struct TensorSlot {
   uint32_t count;
 };
 
-// What a synchronizing launch hands back to the waiting host thread.
+// What a synchronizing launch hands back to the waiting host thread: the returns, and the arguments as the kernel saw
+// them (CPU tensors over device memory), so the host can take over what the CPU kernel did to the tensors it wrote
+// (resized, or moved to host memory to grow them).
 struct SyncResult {
   torch::jit::Stack returns;
+  torch::jit::Stack arguments;
   std::exception_ptr error;
 };
 
@@ -66,8 +68,6 @@ struct KernelLaunch {
   // Host side: the op's arguments, and the preallocated outputs for its fresh returns.
   void add_argument(const c10::IValue& value);
   void add_output(uint32_t return_index, const c10::IValue& output);
-  // The i-th argument as a host tensor (synchronizing launches).
-  void set_host_argument(size_t i, at::Tensor host);
 
   OpInfo* info = nullptr;
   torch::jit::Stack stack;  // the arguments; the kernel fills the tensor slots

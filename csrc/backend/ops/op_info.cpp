@@ -65,6 +65,14 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& f
   return std::nullopt;
 }
 
+// Ops whose CPU kernel returns an auxiliary output of another shape than their Meta kernel infers (Meta describes
+// CUDA's kernel) where later CPU kernels read it: _embedding_bag returns an empty offset2bag in "sum" mode, which its
+// backward then recomputes; a Meta-shaped one would hold garbage that the backward reads. (Where no kernel reads the
+// output, as for batch norm's saved statistics in eval mode, the difference is harmless: kernel.cpp.)
+bool outputs_shaped_by_cpu_kernel(const c10::FunctionSchema& schema) {
+  return schema.name() == "aten::_embedding_bag";
+}
+
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
@@ -102,7 +110,8 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   // Not dynamic_output_shape: index.Tensor carries it for boolean masks, yet integer indexing must stay
   // asynchronous; for the truly dynamic ops (nonzero, unique) the Meta kernel fails and sends them to the
   // synchronizing path.
-  data_dependent = returns_non_tensor || op.hasTag(at::Tag::data_dependent_output);
+  data_dependent = returns_non_tensor || op.hasTag(at::Tag::data_dependent_output) ||
+                   outputs_shaped_by_cpu_kernel(schema);
   // In-place views (as_strided_, squeeze_, ...) change the tensor's metadata, not its data.
   is_view = all_returns_alias || op.hasTag(at::Tag::inplace_view);
   has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||

@@ -30,7 +30,8 @@ struct OpInfo {
   // Some return is not a tensor (bool, int, Scalar, ...): its value needs the data.
   bool returns_non_tensor = false;
   // The outputs are values computed from the data (a non-tensor return, or ATen's data_dependent_output tag, as
-  // for equal or _local_scalar_dense): the op always synchronizes, without trying shape inference.
+  // for equal or _local_scalar_dense), or shaped by the CPU kernel otherwise than the Meta kernel says
+  // (_embedding_bag): the op always synchronizes, without trying shape inference.
   bool data_dependent = false;
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;

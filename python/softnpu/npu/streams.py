@@ -127,3 +127,8 @@ class StreamContext:
 
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
     return StreamContext(stream)
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether the current stream is capturing a graph (torch.cuda's name; libraries ask before syncing)."""
+    return current_stream().is_capturing()

@@ -1,0 +1,45 @@
+// Ops whose CompositeExplicitAutograd kernel would run on npu where the CPU runs a kernel of its own: they take the
+// generic path, which runs the CPU's.
+//
+// - Ops with both a CPU kernel and a CompositeExplicitAutograd one (addr, native_layer_norm, native_group_norm, ...):
+//   the composite is ATen's reference for backends without a kernel, and rounds differently (and gives other
+//   auxiliary outputs) than the CPU kernel in reduced precision.
+// - Composites that are not device-generic: they call a CPU/CUDA DispatchStub directly or reject other devices.
+#include <torch/library.h>
+
+#include "backend/ops/executor.h"
+
+namespace softnpu {
+
+namespace {
+
+void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) { execute_op(op, stack); }
+
+// Composite kernels that behave as intended on CPU and CUDA only.
+constexpr const char* kNotDeviceGeneric[] = {
+    "conj_physical_",  // calls conj_physical_stub itself instead of conj_physical.out
+    "mode.values",     // "mode only supports CPU, CUDA and XPU device type"
+    // Passes self as its own out= tensor, which addr.out tells apart by C++ reference (so an in-place self is not
+    // broadcast): through the dispatcher's boxed call it would be broadcast and resized instead of rejected.
+    "addr_",
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const auto op = dispatcher.findOp(name);
+    // Structured ops (CompositeExplicitAutogradNonFunctional) are the executor's own registration.
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      continue;
+    const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
+  }
+  for (const char* name : kNotDeviceGeneric) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
+}
+
+}  // namespace softnpu
