@@ -86,5 +86,11 @@ bench: runtime build
 demo: build
 	$(PY) examples/demo.py
 
+# PyTorch's OpInfo database on npu against the CPU (tests/conformance; `make test` runs a slice of it): prints the
+# forward, gradient and error-input pass rates and the expected failures by reason; fails on an unexpected failure,
+# an unexpected pass (tests/conformance/expected_failures.toml must be updated) or a crash.
+conformance: build
+	$(PY) tests/conformance/runner.py -j $(JOBS)
+
 clean:
 	rm -rf build

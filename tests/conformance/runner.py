@@ -1,0 +1,1034 @@
+"""Op conformance: PyTorch's OpInfo database (torch.testing._internal.common_methods_invocations.op_db) run on npu
+against the CPU.
+
+For every OpInfo, every dtype the CPU supports among DTYPES, and every sample input:
+
+- forward: the op on npu and on the CPU must agree (values with the OpInfo's tolerances, dtypes, shapes, structure,
+  outputs on npu), or both raise the same exception type. Variants: the function, the method, the in-place method
+  (which must return its input) and out= (preallocated outputs, then zero-size outputs to resize). Random ops
+  (wrapped in wrapper_set_seed or marked non-deterministic by the OpInfo) must repeat themselves on npu under the same
+  seed and match the CPU's metadata; ops that return uninitialized memory (empty, empty_like, ...) match metadata
+  only.
+- grad: for ops that support autograd, float32 and float64: the gradients of the inputs (torch.autograd.grad with
+  seeded random grad_outputs) on npu and on the CPU.
+- error: every error input: npu raises the exception type the CPU raises for the same input (or the OpInfo's type,
+  for errors only a non-CPU device has), and the device stays usable.
+
+Samples are generated on npu; the CPU reference is a replica of them (same storages, offsets, strides, conj/neg bits,
+aliasing between arguments; tensors the OpInfo keeps on the CPU stay there).
+
+A case is one sample (or error input) of one (op, variant, dtype, kind). Cases run in worker subprocesses, a few ops
+per request, so a crash (segfault, abort) is recorded against the case that was running and the rest go on in a new
+worker. Expected failures live in expected_failures.toml; a listed case that passes, an unlisted case that fails, a
+crash or a hang fails the run.
+
+    python tests/conformance/runner.py                 # the whole database, -j2
+    python tests/conformance/runner.py --ops add,mul  # some OpInfos (names as in the report)
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import os
+import queue
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+EXPECTED_FAILURES = HERE / "expected_failures.toml"
+
+DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "complex64", "int64", "int32", "uint8", "bool")
+GRAD_DTYPE_NAMES = ("float32", "float64")
+KINDS = ("forward", "grad", "error")
+VARIANTS = ("function", "method", "inplace", "out")
+
+# Seconds a worker may spend in one case before it counts as hung.
+CASE_TIMEOUT = 300
+
+
+def case_key(op: str, variant: str, dtype: str, kind: str, sample) -> str:
+    return f"{op}|{variant}|{dtype}|{kind}|{sample}"
+
+
+def split_key(key: str) -> tuple[str, str, str, str, str]:
+    op, variant, dtype, kind, sample = key.rsplit("|", 4)
+    return op, variant, dtype, kind, sample
+
+
+# ================================================================================================ expected failures
+
+
+@dataclass
+class Expectation:
+    """One [[xfail]] entry: fnmatch patterns (or lists of them) for the op, variant, dtype and kind, optionally the
+    sample indices. Every case it matches must fail: one that passes is an unexpected pass."""
+
+    op: list
+    variant: list
+    dtype: list
+    kind: list
+    samples: list | None
+    reason: str
+    matched: int = 0
+    passed: list = field(default_factory=list)
+
+    def matches(self, key: str) -> bool:
+        fields = split_key(key)
+        return (all(any(fnmatch.fnmatchcase(value, p) for p in patterns)
+                    for value, patterns in zip(fields[:4], (self.op, self.variant, self.dtype, self.kind)))
+                and (self.samples is None or int(fields[4]) in self.samples))
+
+    def describe(self) -> str:
+        samples = "" if self.samples is None else f" samples={self.samples}"
+        return f"{self.op} {self.variant} {self.dtype} {self.kind}{samples}"
+
+
+def load_expectations(path: Path = EXPECTED_FAILURES) -> tuple[dict, list[Expectation]]:
+    data = tomllib.loads(path.read_text())
+    reasons = data.get("reasons", {})
+    out = []
+    for e in data.get("xfail", []):
+        unknown = set(e) - {"op", "variant", "dtype", "kind", "samples", "reason"}
+        assert not unknown, f"{path}: unknown keys {unknown} in {e}"
+        assert e["reason"] in reasons, f"{path}: reason {e['reason']!r} of {e} is not declared under [reasons]"
+        as_list = lambda v: [v] if isinstance(v, str) else list(v)  # noqa: E731
+        kinds = as_list(e.get("kind", "*"))
+        assert all(k == "*" or k in KINDS for k in kinds), f"{path}: bad kind in {e}"
+        out.append(Expectation(as_list(e["op"]), as_list(e.get("variant", "*")), as_list(e.get("dtype", "*")),
+                               kinds, e.get("samples"), e["reason"]))
+    return reasons, out
+
+
+# ================================================================================================ worker side
+# Everything below up to the master runs in worker processes (torch and the op database are imported there only).
+
+torch = None  # imported by worker_main
+
+
+def _import_torch():
+    global torch
+    os.environ.setdefault("SOFTNPU_CORES", "1")
+    import torch as _torch
+    import torch_npu  # noqa: F401
+
+    torch = _torch
+    # One host thread and one kernel thread per device: two workers on two cores, and reductions that split work
+    # the same way on both sides.
+    torch.set_num_threads(1)
+
+
+class _Raised:
+    """An op call that raised."""
+
+    def __init__(self, exc: BaseException):
+        self.type = type(exc)
+        self.message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+
+    def __repr__(self):
+        return f"{self.type.__name__}({self.message!r})"
+
+
+class _HostTensor:
+    """An npu output brought to the host: its values, and where it lived."""
+
+    def __init__(self, t):
+        self.device = t.device
+        self.dtype = t.dtype
+        self.shape = t.shape
+        self.layout = t.layout
+        self.values = t.detach().cpu() if t.layout == torch.strided else t.detach().to_dense().cpu()
+
+
+def _is_npu_device(d) -> bool:
+    if isinstance(d, torch.device):
+        return d.type == "npu"
+    return isinstance(d, str) and (d == "npu" or d.startswith("npu:"))
+
+
+class Replicator:
+    """Copies of a sample's tensors: on the CPU (the reference) or on their own devices (fresh inputs for a run that
+    may write them). Tensors sharing a storage share the replica's storage, with the same offsets and strides."""
+
+    def __init__(self, to_cpu: bool, requires_grad: bool = False):
+        self.to_cpu = to_cpu
+        self.requires_grad = requires_grad
+        self.storages: dict = {}
+        self.tensors: dict = {}
+
+    def tensor(self, t):
+        if id(t) in self.tensors:
+            return self.tensors[id(t)][1]
+        r = self._replicate(t)
+        self.tensors[id(t)] = (t, r)  # keeps t alive, so ids stay unique
+        return r
+
+    def _replicate(self, t):
+        if t.device.type == "meta":
+            return t  # no data to copy (error inputs use them for device mismatches)
+        device = torch.device("cpu") if self.to_cpu else t.device
+        with torch.no_grad():
+            if t.layout != torch.strided or t.is_nested or type(t) is not torch.Tensor and not isinstance(
+                    t, torch.nn.Parameter):
+                r = t.detach().to(device, copy=True)
+            else:
+                storage = t.untyped_storage()
+                key = storage._cdata
+                if key not in self.storages:
+                    whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
+                    self.storages[key] = (storage, whole.to(device, copy=True).untyped_storage())
+                r = torch.empty(0, dtype=t.dtype, device=device)
+                r.set_(self.storages[key][1], t.storage_offset(), t.shape, t.stride())
+                if t.is_conj():
+                    r = r.conj()
+                if t.is_neg():
+                    r = torch._neg_view(r)
+        if self.requires_grad and t.requires_grad:
+            r.requires_grad_(True)
+        return r
+
+    def value(self, v):
+        if isinstance(v, torch.Tensor):
+            return self.tensor(v)
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(self.value(x) for x in v)
+        if isinstance(v, dict):
+            return {k: self.value(x) for k, x in v.items()}
+        if self.to_cpu and _is_npu_device(v):
+            return torch.device("cpu") if isinstance(v, torch.device) else "cpu"
+        if self.to_cpu and isinstance(v, torch.Generator) and v.device.type == "npu":
+            return torch.Generator().manual_seed(v.initial_seed())
+        return v
+
+    def sample(self, s):
+        from torch.testing._internal.opinfo.core import SampleInput
+
+        return SampleInput(self.value(s.input), args=self.value(s.args), kwargs=self.value(s.kwargs),
+                           output_process_fn_grad=s.output_process_fn_grad, broadcasts_input=s.broadcasts_input,
+                           name=s.name)
+
+
+def _to_host(v):
+    """Outputs with every npu tensor brought to the host (which also waits for the kernels that made them)."""
+    if isinstance(v, torch.Tensor):
+        return _HostTensor(v) if v.device.type != "cpu" else v.detach().clone()
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_host(x) for x in v) if type(v) in (list, tuple) else tuple(_to_host(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _to_host(x) for k, x in v.items()}
+    return v
+
+
+def _cpu_result(v):
+    """CPU outputs detached and cloned (a later run must not change them)."""
+    if isinstance(v, torch.Tensor):
+        return v.detach().clone() if v.layout == torch.strided else v.detach().to_dense()
+    if isinstance(v, (list, tuple)):
+        return tuple(_cpu_result(x) for x in v) if type(v) not in (list,) else [_cpu_result(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _cpu_result(x) for k, x in v.items()}
+    return v
+
+
+def _run(fn, *, on_npu: bool):
+    """fn()'s outputs (brought to the host), or _Raised. On npu, kernel errors surface at the synchronize inside."""
+    try:
+        out = fn()
+        if on_npu:
+            torch.npu.synchronize()
+            return _to_host(out)
+        return _cpu_result(out)
+    except Exception as e:  # noqa: BLE001  (any exception type is a result to compare)
+        if on_npu:
+            try:
+                torch.npu.synchronize()
+            except Exception:  # noqa: BLE001  (an earlier kernel's error: the op raised already)
+                pass
+        return _Raised(e)
+
+
+class Mismatch(Exception):
+    pass
+
+
+def _check(cond, path, msg):
+    if not cond:
+        raise Mismatch(f"{path}: {msg}")
+
+
+def _compare(actual, expected, tol, path="output", values=True, npu_outputs=True):
+    """Raises Mismatch unless the npu result `actual` matches the CPU result `expected`."""
+    if isinstance(expected, _Raised) or isinstance(actual, _Raised):
+        _check(isinstance(expected, _Raised), path, f"npu raised {actual!r}, the CPU did not")
+        _check(isinstance(actual, _Raised), path, f"the CPU raised {expected!r}, npu did not")
+        _check(actual.type is expected.type, path, f"npu raised {actual!r}, the CPU {expected!r}")
+        return
+    if isinstance(expected, torch.Tensor):
+        _check(isinstance(actual, (_HostTensor, torch.Tensor)), path,
+               f"npu gave {type(actual).__name__}, the CPU a tensor")
+        if isinstance(actual, _HostTensor):
+            got = actual.values
+        else:
+            _check(not npu_outputs, path, "npu gave a CPU tensor, expected an npu tensor")
+            got = actual
+        _check(actual.dtype == expected.dtype, path, f"dtype {actual.dtype} on npu, {expected.dtype} on the CPU")
+        _check(actual.shape == expected.shape, path,
+               f"shape {tuple(actual.shape)} on npu, {tuple(expected.shape)} on the CPU")
+        if values:
+            atol, rtol = tol(expected.dtype)
+            try:
+                torch.testing.assert_close(got, expected, atol=atol, rtol=rtol, equal_nan=True, check_device=False,
+                                           check_layout=False, check_stride=False)
+            except AssertionError as e:
+                raise Mismatch(f"{path}: " + " ".join(str(e).split("\n")[:4])) from None
+        return
+    if isinstance(expected, (list, tuple)):
+        _check(isinstance(actual, (list, tuple)), path, f"npu gave {type(actual).__name__}, the CPU a sequence")
+        _check(len(actual) == len(expected), path, f"{len(actual)} outputs on npu, {len(expected)} on the CPU")
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _compare(a, e, tol, f"{path}[{i}]", values, npu_outputs)
+        return
+    if isinstance(expected, dict):
+        _check(isinstance(actual, dict) and actual.keys() == expected.keys(), path, "different keys")
+        for k in expected:
+            _compare(actual[k], expected[k], tol, f"{path}[{k!r}]", values, npu_outputs)
+        return
+    _check(not isinstance(actual, (_HostTensor, torch.Tensor)), path,
+           f"npu gave a tensor, the CPU {type(expected).__name__}")
+    if isinstance(expected, (bool, int, float, complex)) and not isinstance(expected, bool):
+        _check(isinstance(actual, (int, float, complex)) and not isinstance(actual, bool), path,
+               f"npu gave {actual!r}, the CPU {expected!r}")
+        if values:
+            atol, rtol = tol(torch.float64 if not isinstance(expected, complex) else torch.complex128)
+            _check(actual == expected or (cmath_isnan(actual) and cmath_isnan(expected))
+                   or abs(actual - expected) <= atol + rtol * abs(expected), path,
+                   f"npu gave {actual!r}, the CPU {expected!r}")
+        return
+    if values:
+        _check(type(actual) is type(expected) and actual == expected, path, f"npu gave {actual!r}, the CPU {expected!r}")
+
+
+def cmath_isnan(x) -> bool:
+    return isinstance(x, (float, complex)) and (x != x)
+
+
+# ------------------------------------------------------------------------------------------------ the OpInfos
+
+
+def op_id(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def _compare_cpu_skip_reasons(op) -> list[str]:
+    """Reasons of the OpInfo's skips of TestCommon.test_compare_cpu (PyTorch's own device-vs-CPU test)."""
+    import inspect
+    import unittest
+
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    reasons = []
+    for d in op.decorators:
+        if not isinstance(d, DecorateInfo) or d.test_name != "test_compare_cpu" or d.device_type not in (None, "npu"):
+            continue
+        for dec in d.decorators:
+            if dec is unittest.expectedFailure:
+                continue
+            try:
+                reasons.append(str(inspect.getclosurevars(dec).nonlocals.get("reason", "")))
+            except TypeError:
+                pass
+    return reasons
+
+
+def _uses_set_seed(fn) -> bool:
+    code = getattr(fn, "__code__", None)
+    return code is not None and "wrapper_set_seed" in code.co_names
+
+
+def op_mode(op) -> str:
+    """'values' (compared with the CPU), 'random' (reproducible under a seed, the CPU's metadata) or 'uninitialized'
+    (the CPU's metadata only), from what the OpInfo says of the op."""
+    reasons = _compare_cpu_skip_reasons(op)
+    if "empty" in op.name.split(".")[-1]:  # empty, empty_like, new_empty, empty_strided, ...: memory as found
+        return "uninitialized"
+    if any("non-deterministic" in r for r in reasons) or _uses_set_seed(op.op) or (
+            op.gradcheck_wrapper is not None and getattr(op.gradcheck_wrapper, "__name__", "") == "wrapper_set_seed"):
+        return "random"
+    return "values"
+
+
+def op_dtypes(op) -> list[str]:
+    supported = op.supported_dtypes("cpu")
+    return [n for n in DTYPE_NAMES if getattr(torch, n) in supported]
+
+
+def grad_dtypes(op) -> list[str]:
+    if not op.supports_autograd:
+        return []
+    supported = op.supported_backward_dtypes("cpu")
+    return [n for n in GRAD_DTYPE_NAMES if getattr(torch, n) in supported and getattr(torch, n) in op.supported_dtypes("cpu")]
+
+
+def tolerance_fn(op, dtype):
+    """(atol, rtol) per output dtype: assert_close's defaults, or the OpInfo's tolerance overrides (for the CPU or any
+    device) when larger."""
+    from torch.testing._comparison import default_tolerances
+    from torch.testing._internal.common_device_type import toleranceOverride
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    overrides = []
+    for d in op.decorators:
+        decs = [d]
+        if isinstance(d, DecorateInfo):
+            if d.device_type not in (None, "cpu") or (d.dtypes is not None and dtype not in d.dtypes):
+                continue
+            decs = d.decorators
+        overrides += [x for x in decs if isinstance(x, toleranceOverride)]
+
+    def tol(out_dtype):
+        rtol, atol = default_tolerances(torch.empty(0, dtype=out_dtype))
+        for o in overrides:
+            t = o.d.get(out_dtype) or o.d.get(dtype)
+            if t is not None:
+                atol, rtol = max(atol, t.atol), max(rtol, t.rtol)
+        return atol, rtol
+
+    return tol
+
+
+def _flatten_tensors(v, out):
+    if isinstance(v, torch.Tensor):
+        out.append(v)
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _flatten_tensors(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _flatten_tensors(x, out)
+    return out
+
+
+def _sample_tensors(s):
+    return _flatten_tensors([s.input, s.args, s.kwargs], [])
+
+
+def _devices_named(v, out) -> set:
+    """Device types of the tensors and devices in a sample (tensors as the (type, True))."""
+    if isinstance(v, torch.Tensor):
+        out.add((v.device.type, v.dim() > 0))
+    elif isinstance(v, torch.device):
+        out.add((v.type, None))
+    elif isinstance(v, str) and (v == "cpu" or _is_npu_device(v)):
+        out.add((torch.device(v).type, None))
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _devices_named(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _devices_named(x, out)
+    return out
+
+
+def _expects_npu_outputs(s) -> bool:
+    """Whether the op's tensor outputs belong on npu: the sample involves npu and names no CPU device (arange(5) with
+    no device, empty_like(x, device="cpu") and x.to("cpu") rightly give CPU tensors)."""
+    named = _devices_named([s.input, s.args, s.kwargs], set())
+    return any(t == "npu" for t, _ in named) and ("cpu", None) not in named
+
+
+def _mixes_devices(s) -> bool:
+    """Whether the sample holds tensors (other than CPU scalars) off npu next to npu ones: errors that only a non-CPU
+    device can have (the CPU reference has all its tensors on the CPU)."""
+    named = _devices_named([s.input, s.args, s.kwargs], set())
+    return any(t == "npu" for t, _ in named) and any(t != "npu" and dim for t, dim in named if dim is not None)
+
+
+# ------------------------------------------------------------------------------------------------ cases
+
+SAMPLE_SEED = 20240601
+
+
+class Worker:
+    def __init__(self, emit):
+        self.emit = emit  # emit(dict): one protocol message
+
+    # -- plumbing
+
+    def case(self, key, skip, body):
+        if key in skip:
+            return
+        self.emit({"start": key})
+        t0 = time.monotonic()
+        try:
+            body()
+            status, detail = "pass", ""
+        except Mismatch as e:
+            status, detail = "fail", str(e)
+        except Exception as e:  # noqa: BLE001  (a harness-level error in this case)
+            status, detail = "fail", f"{type(e).__name__}: {str(e).strip()[:500]}"
+        usable = self.device_usable()
+        if not usable:
+            status, detail = "fail", (detail + "; " if detail else "") + "npu unusable afterwards"
+        self.emit({"result": key, "status": status, "detail": detail[:2000], "seconds": round(time.monotonic() - t0, 3)})
+        if not usable:
+            raise SystemExit(3)  # the master starts a fresh worker for the rest
+
+    @staticmethod
+    def device_usable() -> bool:
+        try:
+            torch.npu.synchronize()
+            x = torch.arange(4.0, device="npu") * 2
+            return x.sum().item() == 12.0
+        except Exception:  # noqa: BLE001
+            return False
+
+    def samples(self, op, dtype, requires_grad, key_prefix, skip):
+        """The op's samples (generated on npu, seeded); a generator failure becomes a failing case."""
+        torch.manual_seed(SAMPLE_SEED)
+        out = []
+        try:
+            it = op.sample_inputs("npu", dtype, requires_grad=requires_grad,
+                                  include_conjugated_inputs=op.test_conjugated_samples and dtype.is_complex)
+            for s in it:
+                out.append(s)
+        except Exception as e:  # noqa: BLE001
+            msg = f"generating sample {len(out)} on npu raised {type(e).__name__}: {str(e).strip()[:300]}"
+            key = f"{key_prefix}|{len(out)}"
+
+            def fail():
+                raise Mismatch(msg)
+
+            self.case(key, skip, fail)
+        return out
+
+    # -- forward
+
+    def forward(self, op, dtype_name, skip):
+        dtype = getattr(torch, dtype_name)
+        mode = op_mode(op)
+        tol = tolerance_fn(op, dtype)
+        name = op_id(op)
+        samples = self.samples(op, dtype, False, f"{name}|function|{dtype_name}|forward", skip)
+        variants = [("function", op.op), ("method", op.method_variant), ("inplace", op.inplace_variant)]
+        for i, s in enumerate(samples):
+            cpu_ref = {}  # the CPU function result of this sample, for out=
+
+            for variant, fn in variants:
+                if fn is None:
+                    continue
+                key = case_key(name, variant, dtype_name, "forward", i)
+                self.case(key, skip, lambda: self.forward_case(op, fn, variant, s, mode, tol, cpu_ref))
+            if op.supports_out:
+                key = case_key(name, "out", dtype_name, "forward", i)
+                if key not in skip and self.out_applicable(op, s, cpu_ref):
+                    self.case(key, skip, lambda: self.out_case(op, s, mode, tol, cpu_ref))
+
+    def forward_case(self, op, fn, variant, s, mode, tol, cpu_ref):
+        inplace = variant == "inplace"
+        process = (lambda r: r) if inplace else s.output_process_fn_grad
+
+        def call(sample, check_self=False):
+            r = fn(sample.input, *sample.args, **sample.kwargs)
+            if check_self and not (r is sample.input):
+                raise Mismatch("the in-place variant did not return its input")
+            r = process(r)
+            return (r, sample.input) if inplace else r
+
+        cpu = Replicator(to_cpu=True).sample(s)
+        torch.manual_seed(SAMPLE_SEED)
+        expected = _run(lambda: call(cpu), on_npu=False)
+        if variant == "function":
+            cpu_ref["result"] = expected
+        if mode == "random":
+            first = self.npu_run(s, lambda x: call(x, inplace))
+            second = self.npu_run(s, lambda x: call(x, inplace))
+            _compare(first, expected, tol, values=False, npu_outputs=_expects_npu_outputs(s))
+            _compare(second, _as_host(first), lambda _: (0.0, 0.0), path="second npu run vs first",
+                     npu_outputs=_expects_npu_outputs(s))
+            return
+        actual = self.npu_run(s, lambda x: call(x, inplace))
+        _compare(actual, expected, tol, values=mode == "values", npu_outputs=_expects_npu_outputs(s))
+
+    @staticmethod
+    def npu_run(s, call):
+        """call() on fresh npu copies of the sample (so runs that write their inputs leave s as it was)."""
+        fresh = Replicator(to_cpu=False).sample(s)
+        torch.manual_seed(SAMPLE_SEED)
+        return _run(lambda: call(fresh), on_npu=True)
+
+    @staticmethod
+    def out_applicable(op, s, cpu_ref):
+        r = cpu_ref.get("result")
+        if isinstance(r, torch.Tensor):
+            return True
+        return isinstance(r, (tuple, list)) and len(r) > 0 and all(isinstance(t, torch.Tensor) for t in r)
+
+    def out_case(self, op, s, mode, tol, cpu_ref):
+        template = cpu_ref["result"]
+        # The function's raw results give the out= tensors' dtypes and shapes (output_process_fn_grad may have changed
+        # them: only the raw form is used for out=).
+        cpu = Replicator(to_cpu=True).sample(s)
+        torch.manual_seed(SAMPLE_SEED)
+        raw = _run(lambda: op(cpu.input, *cpu.args, **cpu.kwargs), on_npu=False)
+        if isinstance(raw, _Raised):
+            raise Mismatch(f"the CPU function raised {raw!r} on a second run")
+        del template
+        multi = isinstance(raw, (tuple, list))
+        like = list(raw) if multi else [raw]
+
+        # The same known values on both sides, so an op that leaves out= untouched (as ATen's fft_ihfftn does for a
+        # single dimension) leaves the same values.
+        def outs(device, resized):
+            ts = [torch.full((0,) if resized else t.shape, 3, dtype=t.dtype, device=device) for t in like]
+            return (ts if isinstance(raw, list) else tuple(ts)) if multi else ts[0]
+
+        def call(sample, device, resized):
+            out = outs(device, resized)
+            r = op(sample.input, *sample.args, **sample.kwargs, out=out)
+            # Ops whose out= is a tensor list return None; the others return their out tensors.
+            if r is not None:
+                returned = list(r) if multi else [r]
+                given = list(out) if multi else [out]
+                if len(returned) != len(given) or any(a is not b for a, b in zip(returned, given)):
+                    raise Mismatch(f"out= on {device} did not return the out tensors")
+            return out, r is None
+
+        for resized in (False, True):
+            what = "zero-size out=" if resized else "out="
+            torch.manual_seed(SAMPLE_SEED)
+            expected = _run(lambda: call(cpu, "cpu", resized), on_npu=False)
+            if mode == "random":
+                first = self.npu_run(s, lambda x: call(x, "npu", resized))
+                second = self.npu_run(s, lambda x: call(x, "npu", resized))
+                _compare(first, expected, tol, path=what, values=False)
+                _compare(second, _as_host(first), lambda _: (0.0, 0.0), path=f"{what} second npu run vs first")
+            else:
+                actual = self.npu_run(s, lambda x: call(x, "npu", resized))
+                _compare(actual, expected, tol, path=what, values=mode == "values")
+
+    # -- gradients
+
+    def grad(self, op, dtype_name, skip):
+        dtype = getattr(torch, dtype_name)
+        mode = op_mode(op)
+        tol = tolerance_fn(op, dtype)
+        name = op_id(op)
+        samples = self.samples(op, dtype, True, f"{name}|function|{dtype_name}|grad", skip)
+        for i, s in enumerate(samples):
+            if not any(t.requires_grad for t in _sample_tensors(s)):
+                continue
+            key = case_key(name, "function", dtype_name, "grad", i)
+            self.case(key, skip, lambda: self.grad_case(op, s, mode, tol))
+
+    @staticmethod
+    def grads(op, s, inputs, on_npu):
+        def fn():
+            torch.manual_seed(SAMPLE_SEED)
+            out = op.gradcheck_wrapper(op.get_op(), s.input, *s.args, **s.kwargs)
+            out = s.output_process_fn_grad(out)
+            outs = [t for t in _flatten_tensors(out, []) if t.requires_grad]
+            if not outs:
+                return "no differentiable outputs"
+            gen = torch.Generator().manual_seed(SAMPLE_SEED)
+            grad_outputs = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
+            return list(torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True))
+
+        return _run(fn, on_npu=on_npu)
+
+    def grad_case(self, op, s, mode, tol):
+        rep = Replicator(to_cpu=True, requires_grad=True)
+        cpu = rep.sample(s)
+        npu_inputs = [t for t in _sample_tensors(s) if t.requires_grad]
+        cpu_inputs = [rep.tensor(t) for t in npu_inputs]
+        expected = self.grads(op, cpu, cpu_inputs, on_npu=False)
+        actual = self.grads(op, s, npu_inputs, on_npu=True)
+        if mode == "random":
+            again = self.grads(op, s, npu_inputs, on_npu=True)
+            _compare(actual, expected, tol, path="grads", values=False)
+            _compare(again, _as_host(actual), lambda _: (0.0, 0.0), path="grads of a second npu run vs first")
+        else:
+            _compare(actual, expected, tol, path="grads", values=mode == "values")
+
+    # -- error inputs
+
+    def errors(self, op, skip):
+        name = op_id(op)
+        torch.manual_seed(SAMPLE_SEED)
+        try:
+            inputs = list(op.error_inputs("npu"))
+        except Exception as e:  # noqa: BLE001
+            msg = f"generating error inputs on npu raised {type(e).__name__}: {str(e).strip()[:300]}"
+
+            def fail():
+                raise Mismatch(msg)
+
+            self.case(case_key(name, "function", "none", "error", 0), skip, fail)
+            return
+        for i, ei in enumerate(inputs):
+            self.case(case_key(name, "function", "none", "error", i), skip, lambda: self.error_case(op, ei))
+
+    @staticmethod
+    def error_case(op, ei):
+        s = ei.sample_input
+        cpu = Replicator(to_cpu=True).sample(s)
+        on_cpu = _run(lambda: op(cpu.input, *cpu.args, **cpu.kwargs), on_npu=False)
+        # The CPU's error; for an error only a non-CPU device can have (a device mismatch), the OpInfo's. Where the
+        # CPU raises nothing for an error input (a Python-level error input both accept), npu must not either.
+        expected = on_cpu.type if isinstance(on_cpu, _Raised) else ei.error_type if _mixes_devices(s) else None
+        on_npu = _run(lambda: op(s.input, *s.args, **s.kwargs), on_npu=True)
+        if expected is None:
+            if isinstance(on_npu, _Raised):
+                raise Mismatch(f"npu raised {on_npu!r}, the CPU nothing")
+            return
+        if not isinstance(on_npu, _Raised):
+            raise Mismatch(f"npu raised nothing, expected {expected.__name__}"
+                           + (f" (CPU: {on_cpu!r})" if isinstance(on_cpu, _Raised) else ""))
+        if on_npu.type is not expected:
+            raise Mismatch(f"npu raised {on_npu!r}, expected {expected.__name__}"
+                           + (f" (CPU: {on_cpu!r})" if isinstance(on_cpu, _Raised) else ""))
+
+    # -- one op
+
+    def run_op(self, op, kinds, dtypes, skip):
+        if "forward" in kinds:
+            for d in op_dtypes(op):
+                if dtypes is None or d in dtypes:
+                    self.forward(op, d, skip)
+        if "grad" in kinds:
+            for d in grad_dtypes(op):
+                if dtypes is None or d in dtypes:
+                    self.grad(op, d, skip)
+        if "error" in kinds and op.error_inputs_func is not None:
+            self.errors(op, skip)
+
+
+def _as_host(v):
+    """A result already brought to the host, as the expected side of a comparison (npu results compare as tensors)."""
+    if isinstance(v, _HostTensor):
+        return v.values
+    if isinstance(v, (list, tuple)):
+        return type(v)(_as_host(x) for x in v) if type(v) in (list, tuple) else tuple(_as_host(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _as_host(x) for k, x in v.items()}
+    return v
+
+
+def worker_main():
+    """Requests on stdin (JSON: ops by index, kinds, dtypes, case keys to skip); messages on the protocol fd."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything the ops print goes to the worker's log, not into the protocol
+    import warnings
+
+    warnings.simplefilter("ignore")
+    _import_torch()
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    def emit(msg):
+        proto.write(json.dumps(msg) + "\n")
+        proto.flush()
+
+    worker = Worker(emit)
+    emit({"ready": os.getpid()})
+    for line in sys.stdin:
+        req = json.loads(line)
+        op = op_db[req["op"]]
+        worker.run_op(op, req["kinds"], req["dtypes"], set(req["skip"]))
+        emit({"done": req["op"]})
+
+
+# ================================================================================================ master side
+
+
+@dataclass
+class Results:
+    status: dict = field(default_factory=dict)  # case key -> "pass" | "fail" | "crash" | "hang"
+    detail: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+
+def list_ops(names: list[str] | None):
+    """(index, id) of the OpInfos to run (all, or those named), reading the database in a child (the master stays
+    free of torch)."""
+    code = ("import json, torch\n"
+            "from torch.testing._internal.common_methods_invocations import op_db\n"
+            "print(json.dumps([o.name + ('.' + o.variant_test_name if o.variant_test_name else '') for o in op_db]))\n")
+    env = dict(os.environ, SOFTNPU_DEVICE_COUNT="1")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    ids = json.loads(out.strip().splitlines()[-1])
+    if names is None:
+        return list(enumerate(ids))
+    unknown = set(names) - set(ids)
+    if unknown:
+        raise SystemExit(f"unknown OpInfos: {sorted(unknown)}")
+    return [(i, n) for i, n in enumerate(ids) if n in set(names)]
+
+
+class WorkerProcess:
+    def __init__(self, log_path: Path):
+        self.log = open(log_path, "a")
+        env = dict(os.environ)
+        env.setdefault("SOFTNPU_CORES", "1")
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # ATen's warnings from kernels, by the thousand
+        env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     cwd=str(REPO), env=env)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ)
+        self.buffer = b""
+
+    def read(self, timeout):
+        """The next message, None at exit, or "timeout" (unbuffered reads: select must see every byte not yet read)."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.sel.select(left):
+                return "timeout"
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def send(self, req):
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def stop(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.log.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def exit_description(self) -> str:
+        rc = self.proc.wait()
+        if rc < 0:
+            try:
+                return f"killed by {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"killed by signal {-rc}"
+        return f"exit status {rc}"
+
+
+def run_cases(ops, kinds, dtypes, jobs, log_dir: Path, progress) -> Results:
+    results = Results()
+    lock = threading.Lock()
+    todo: queue.Queue = queue.Queue()
+    for index, name in ops:
+        todo.put((index, name))
+
+    def slot(n):
+        proc = None
+        log_path = log_dir / f"worker{n}.log"
+        while True:
+            try:
+                index, name = todo.get_nowait()
+            except queue.Empty:
+                break
+            done_here: set = set()
+            while True:  # until the op completes, restarting the worker after a crash
+                if proc is None:
+                    proc = WorkerProcess(log_path)
+                    msg = proc.read(120)
+                    if not isinstance(msg, dict) or "ready" not in msg:
+                        raise RuntimeError(f"worker failed to start: {msg!r}; see {log_path}")
+                with lock:
+                    skip = [k for k in results.status if split_key(k)[0] == name]
+                proc.send({"op": index, "kinds": kinds, "dtypes": dtypes, "skip": skip})
+                current = None
+                finished = False
+                while True:
+                    msg = proc.read(CASE_TIMEOUT)
+                    if msg == "timeout":
+                        proc.kill()
+                        status, detail = "hang", f"no progress for {CASE_TIMEOUT} s"
+                        break
+                    if msg is None:
+                        status, detail = "crash", f"worker {proc.exit_description()}"
+                        break
+                    if "start" in msg:
+                        current = msg["start"]
+                    elif "result" in msg:
+                        with lock:
+                            results.status[msg["result"]] = msg["status"]
+                            results.detail[msg["result"]] = msg["detail"]
+                            results.seconds[msg["result"]] = msg["seconds"]
+                        done_here.add(msg["result"])
+                        current = None
+                    elif "done" in msg:
+                        finished = True
+                        break
+                if finished:
+                    break
+                # The worker died or hung: the case it was running is recorded, the rest go on in a new worker.
+                rc_desc = detail
+                proc.log.write(f"\n=== softnpu conformance: worker {rc_desc} during {current}\n")
+                proc.log.flush()
+                proc.log.close()
+                proc = None
+                if current is not None and status in ("crash", "hang"):
+                    with lock:
+                        results.status[current] = status
+                        results.detail[current] = f"{rc_desc} (log: {log_path})"
+                elif current is None and status in ("crash", "hang"):
+                    # Died between cases (worker exit 3: the device was unusable after the last case).
+                    pass
+            progress(name)
+        if proc is not None:
+            proc.stop()
+
+    threads = [threading.Thread(target=slot, args=(n,), daemon=True) for n in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ the verdict
+
+
+@dataclass
+class Verdict:
+    counts: dict  # kind -> Counter(pass, xfail, fail, crash, hang)
+    unexpected_failures: list
+    unexpected_passes: list
+    crashes: list
+    stale: list  # expectations that matched no case (full runs only)
+    xfail_by_reason: Counter
+    xfail_entries_by_reason: Counter
+
+    @property
+    def ok(self) -> bool:
+        return not (self.unexpected_failures or self.unexpected_passes or self.crashes or self.stale)
+
+    def rate(self, kind) -> float:
+        c = self.counts[kind]
+        total = sum(c.values())
+        return 100.0 * c["pass"] / total if total else math.nan
+
+
+def judge(results: Results, expectations: list[Expectation], full_run: bool) -> Verdict:
+    counts = {k: Counter() for k in KINDS}
+    unexpected_failures, unexpected_passes, crashes = [], [], []
+    xfail_by_reason = Counter()
+    for key, status in sorted(results.status.items()):
+        kind = split_key(key)[3]
+        exp = next((e for e in expectations if e.matches(key)), None)
+        if exp is not None:
+            exp.matched += 1
+        if status in ("crash", "hang"):
+            crashes.append((key, status, results.detail[key]))
+            counts[kind][status] += 1
+        elif status == "pass":
+            counts[kind]["pass"] += 1
+            if exp is not None:
+                exp.passed.append(key)
+                unexpected_passes.append((key, exp.reason))
+        elif exp is not None:
+            counts[kind]["xfail"] += 1
+            xfail_by_reason[exp.reason] += 1
+        else:
+            counts[kind]["fail"] += 1
+            unexpected_failures.append((key, results.detail[key]))
+    stale = [e for e in expectations if e.matched == 0] if full_run else []
+    entries = Counter(e.reason for e in expectations if e.matched)
+    return Verdict(counts, unexpected_failures, unexpected_passes, crashes, stale, xfail_by_reason, entries)
+
+
+def report(verdict: Verdict, reasons: dict, seconds: float, out=sys.stdout):
+    p = lambda *a: print(*a, file=out)  # noqa: E731
+    p("")
+    p("softnpu op conformance (PyTorch OpInfo database, npu vs CPU)")
+    for kind, label in (("forward", "forward"), ("grad", "gradients"), ("error", "error inputs")):
+        c = verdict.counts[kind]
+        total = sum(c.values())
+        rate = f"{verdict.rate(kind):6.2f}%" if total else "    n/a"
+        p(f"  {label:13s} {rate}  {c['pass']} of {total} cases pass"
+          f" ({c['xfail']} expected failures, {c['fail']} unexpected failures,"
+          f" {c['crash'] + c['hang']} crashes/hangs)")
+    p(f"  duration      {seconds:.0f} s")
+    if verdict.xfail_by_reason:
+        p("expected failures by reason (cases, entries):")
+        for reason, n in verdict.xfail_by_reason.most_common():
+            p(f"  {n:6d} {verdict.xfail_entries_by_reason[reason]:4d}  {reason}: {reasons.get(reason, '?')}")
+    for title, rows in (("CRASHES / HANGS", [f"{k}  {s}: {d}" for k, s, d in verdict.crashes]),
+                        ("UNEXPECTED FAILURES", [f"{k}  {d}" for k, d in verdict.unexpected_failures]),
+                        ("UNEXPECTED PASSES (remove from expected_failures.toml)",
+                         [f"{k}  (listed as {r})" for k, r in verdict.unexpected_passes]),
+                        ("EXPECTATIONS MATCHING NO CASE", [e.describe() for e in verdict.stale])):
+        if rows:
+            p(f"{title}: {len(rows)}")
+            for r in rows[:400]:
+                p("  " + r)
+            if len(rows) > 400:
+                p(f"  ... {len(rows) - 400} more")
+    p("PASS" if verdict.ok else "FAIL")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ops", help="comma-separated OpInfo ids (default: all)")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="forward,grad,error")
+    ap.add_argument("--dtypes", help="comma-separated dtypes (default: " + ",".join(DTYPE_NAMES) + ")")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "conformance", help="logs and results.json")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker_main()
+        return 0
+
+    reasons, expectations = load_expectations()
+    names = args.ops.split(",") if args.ops else None
+    kinds = args.kinds.split(",")
+    dtypes = args.dtypes.split(",") if args.dtypes else None
+    args.out.mkdir(parents=True, exist_ok=True)
+    for old in args.out.glob("worker*.log"):
+        old.unlink()
+    ops = list_ops(names)
+    t0 = time.monotonic()
+    done = [0]
+
+    def progress(name):
+        done[0] += 1
+        if not args.quiet:
+            print(f"[{done[0]}/{len(ops)} {time.monotonic() - t0:6.0f}s] {name}", file=sys.stderr, flush=True)
+
+    results = run_cases(ops, kinds, dtypes, args.jobs, args.out, progress)
+    seconds = time.monotonic() - t0
+    full = names is None and kinds == list(KINDS) and dtypes is None
+    verdict = judge(results, expectations, full)
+    (args.out / "results.json").write_text(json.dumps(
+        {"status": results.status, "detail": results.detail, "seconds": results.seconds}, indent=0, sort_keys=True))
+    report(verdict, reasons, seconds)
+    return 0 if verdict.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
