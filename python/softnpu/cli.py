@@ -276,8 +276,14 @@ def report_sync_points(script: str, args: list[str]) -> int:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:
         status = 130  # the report still tells what ran until then
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as e:
+        # As Python prints it: from the script's first frame, without runpy's and this function's.
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+            tb = tb.tb_next
+        if tb is None and not isinstance(e, SyntaxError):  # raised before the script ran: all of it
+            tb = e.__traceback__
+        traceback.print_exception(type(e), e, tb)
         status = 1
     sys.stdout.flush()
     sys.stderr.flush()

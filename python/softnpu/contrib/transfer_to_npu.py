@@ -22,6 +22,11 @@ tensors, dtypes, file names) passes through untouched. What is patched:
   ``torch.amp.custom_fwd``/``custom_bwd``, the ``torch.*autocast*`` queries, ``torch.amp.GradScaler`` (whose
   omitted device, "cuda" in torch, is npu), default devices (``with torch.device("cuda"):``,
   ``torch.set_default_device``).
+- The forms that mean CUDA without naming it: ``torch.is_autocast_enabled()`` and
+  ``torch.set_autocast_enabled(flag)`` without a device type, ``torch.get_autocast_gpu_dtype()`` and
+  ``torch.set_autocast_gpu_dtype(dtype)`` are npu's.
+- ``torch.load``: storages a checkpoint saved on CUDA (location ``cuda:N``) are restored on ``npu:N``, with or
+  without ``map_location`` (a deserializer registered with ``torch.serialization.register_package``).
 - ``torch.distributed``: ``init_process_group`` and ``new_group`` take ``"nccl"`` as ``"hccl"`` (and
   ``"cuda:nccl"`` as ``"npu:hccl"``) and translate ``device_id``; ``is_nccl_available`` is ``is_hccl_available``.
 
@@ -36,9 +41,8 @@ What is not patched:
   ``set_per_process_memory_fraction``, ``default_generators``, the legacy ``torch.cuda.FloatTensor`` types, ...)
   and the submodules other than ``amp`` stay CUDA's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
   so code that checks for a recent GPU takes its portable path.
-- ``torch.load`` without ``map_location`` restores storages where they were saved: a checkpoint saved on CUDA needs
-  ``map_location="cuda"`` (translated) or ``"npu"``. A callable ``map_location`` is called as is (``storage.cuda()``
-  in it is ``storage.npu()``).
+- A callable ``map_location`` of ``torch.load`` is called as is, with the saved location (``"cuda:0"``;
+  ``storage.cuda()`` in it is ``storage.npu()``).
 - TorchScript calls ATen directly: devices named inside scripted code are not translated (``torch.compile``
   traces the wrappers, so they are).
 - ``torch.nn.DataParallel`` (use DistributedDataParallel with hccl), ``torch.profiler``'s
@@ -91,6 +95,41 @@ def _scaler_init(init):
         init(self, _npu(device), *args, **{k: _npu(v) for k, v in kwargs.items()})
 
     return __init__
+
+
+def _npu_by_default(fn):
+    """`fn` (is_autocast_enabled, set_autocast_enabled), whose form without a device type means CUDA, taking that
+    form as npu's."""
+    translating = _translating(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if "device_type" not in kwargs and not (args and isinstance(args[0], (str, torch.device))):
+            args = ("npu", *args)
+        return translating(*args, **kwargs)
+
+    return wrapper
+
+
+def _restore_cuda_storage(storage, location: str):
+    """torch.load's deserializer for a checkpoint saved on CUDA: storages of ``cuda:N`` go to ``npu:N``."""
+    if not _CUDA_DEVICE.fullmatch(location):
+        return None
+    return torch.serialization.default_restore_location(storage, _npu(location))
+
+
+setattr(_restore_cuda_storage, _MARK, True)
+
+
+def _register_cuda_restore() -> None:
+    """Registers _restore_cuda_storage ahead of torch's CUDA deserializer (priority 20), once."""
+    registry = torch.serialization._package_registry
+    if any(getattr(deserializer, _MARK, False) for _, _, deserializer in registry):
+        return
+    taken = {priority for priority, _, _ in registry}
+    # The registry is a sorted list of tuples: a priority already taken would compare the functions.
+    priority = next(p for p in range(19, 10, -1) if p not in taken)
+    torch.serialization.register_package(priority, lambda storage: None, _restore_cuda_storage)
 
 
 def _hccl(backend: str) -> str:
@@ -146,8 +185,10 @@ _TORCH_FUNCTIONS = (
     "sparse_bsr_tensor", "sparse_compressed_tensor", "sparse_coo_tensor", "sparse_csc_tensor", "sparse_csr_tensor",
     "tensor", "tril_indices", "triu_indices", "zeros", "zeros_like", "load",
     # autocast's queries and settings take a device type
-    "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype",
+    "get_autocast_dtype", "set_autocast_dtype",
 )
+# ... or omit it, meaning CUDA: is_autocast_enabled(), set_autocast_enabled(True)
+_AUTOCAST_CUDA_BY_DEFAULT = ("is_autocast_enabled", "set_autocast_enabled")
 _TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros",
                    "pin_memory", "is_pinned")
 
@@ -181,6 +222,12 @@ def _install() -> None:
     _patch(torch.utils._device.DeviceContext, ["__init__"])
     _patch(torch.amp.autocast, ["__init__"])  # torch.autocast is the same class
     _patch(torch.amp, ["custom_fwd", "custom_bwd", "is_autocast_available"])
+    _patch(torch, _AUTOCAST_CUDA_BY_DEFAULT, _npu_by_default)
+    torch.get_autocast_gpu_dtype = functools.wraps(torch.get_autocast_gpu_dtype)(
+        lambda: torch.get_autocast_dtype("npu"))
+    torch.set_autocast_gpu_dtype = functools.wraps(torch.set_autocast_gpu_dtype)(
+        lambda dtype: torch.set_autocast_dtype("npu", dtype))
+    _register_cuda_restore()
     _patch(torch.amp.GradScaler, ["__init__"], _scaler_init)
 
     if torch.distributed.is_available():
