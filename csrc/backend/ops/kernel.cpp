@@ -343,12 +343,24 @@ void for_each_ref(const KernelLaunch& k, const TensorSlot& slot, const c10::IVal
   visit_tensors(value, [&](const at::Tensor& t) { f(t, k.refs[slot.first + j++]); });
 }
 
+// The bytes of the tensors the kernel reads and writes: its size, as the runtime's thread budget weighs it.
+uint64_t work_bytes(const KernelLaunch& k) {
+  uint64_t bytes = 0;
+  for (const TensorRef& r : k.refs) {
+    if (r.kind != TensorRef::Kind::kDevice) continue;
+    uint64_t n = c10::elementSize(r.dtype);
+    for (int64_t size : r.sizes) n *= static_cast<uint64_t>(size);
+    bytes += n;
+  }
+  return bytes;
+}
+
 }  // namespace
 
 int run_kernel(void* arg) {
   auto& k = *static_cast<KernelLaunch*>(arg);
   try {
-    set_kernel_threads(snpuKernelThreadBudget());
+    set_kernel_threads(snpuKernelThreadBudget(work_bytes(k)));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
     for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);

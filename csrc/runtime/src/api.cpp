@@ -489,7 +489,7 @@ snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn
 
 void snpuKernelSetErrorMessage(const char* message) { set_kernel_error_message(message); }
 
-int snpuKernelThreadBudget(void) { return kernel_thread_budget(); }
+int snpuKernelThreadBudget(uint64_t work_bytes) { return kernel_thread_budget(work_bytes); }
 
 snpuStream_t snpuKernelCurrentStream(void) {
   Stream* s = kernel_current_stream();

@@ -119,7 +119,7 @@ snpuError_t copy_async(Runtime& rt, void* dst, const void* src, size_t size, snp
   if (plan.stage) {
     // Host to device from pageable memory: staged, so neither the caller's buffer nor the host waits.
     void* staging = staging_acquire(size);
-    parallel_memcpy(staging, src, size, thread_budget(s->device));
+    parallel_memcpy(staging, src, size, thread_budget(s->device, size));
     plan.task.copy.src = staging;
     plan.task.copy.staging = staging;
     return launch(s, plan.task, false);

@@ -225,7 +225,7 @@ void Device::execute(Stream* s, const Task& task) {
       failed = run_kernel(this, s, task, &error);
       break;
     case TaskKind::kCopy:
-      parallel_memcpy(task.copy.dst, task.copy.src, task.copy.size, thread_budget(this));
+      parallel_memcpy(task.copy.dst, task.copy.src, task.copy.size, thread_budget(this, task.copy.size));
       break;
     case TaskKind::kMemset:
       std::memset(task.memset.dst, task.memset.value, task.memset.size);

@@ -21,13 +21,13 @@ bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error)
 // Compute side: the task's cleanup, once, after the kernel ran.
 void run_cleanup(const Task& task);
 
-// Threads a kernel or copy starting now on the device may use: its compute threads, shared among the work running
-// or queued on all devices, never more than the host's cores.
-int thread_budget(const Device* device);
+// Threads a kernel or copy of work_bytes starting now on the device may use: one for small work, else its compute
+// threads, shared among the work running or queued on all devices, never more than the host's cores.
+int thread_budget(const Device* device, uint64_t work_bytes);
 
 // The kernel-context calls of runtime.h.
 void set_kernel_error_message(const char* message);
-int kernel_thread_budget();
+int kernel_thread_budget(uint64_t work_bytes);
 Stream* kernel_current_stream();
 
 }  // namespace softnpu::rt

@@ -2,6 +2,7 @@
 
 #include "staging.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "device.h"
@@ -67,24 +68,32 @@ uint64_t Stream::enqueue(const Task& task) {
   return seq;
 }
 
-bool Stream::wait_for(uint64_t seq) {
+bool Stream::wait_for(uint64_t seq, bool spin) {
   if (reached(seq)) return false;
-  if (spin_until([&] { return reached(seq); }, kHostSpin)) return true;
-  // Dekker with the completing thread (both sequentially consistent): either it sees us waiting and notifies, or
-  // we see its completion.
+  if (spin && spin_until([&] { return reached(seq); }, kHostSpin)) return true;
   host_waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     std::unique_lock lock(wait_mutex_);
-    wait_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) >= seq; });
+    // Dekker with the completing thread (all sequentially consistent): either it sees wake_seq_ at or below what it
+    // completed and notifies, or we see its completion. Woken for a lower seq than ours, we publish ours again.
+    while (completed_.load(std::memory_order_seq_cst) < seq) {
+      wake_seq_.store(std::min(wake_seq_.load(std::memory_order_relaxed), seq), std::memory_order_seq_cst);
+      if (completed_.load(std::memory_order_seq_cst) >= seq) break;
+      wait_cv_.wait(lock);
+    }
   }
   host_waiters_.fetch_sub(1, std::memory_order_relaxed);
   return true;
 }
 
-void Stream::notify_host_waiters() {
-  if (host_waiters_.load(std::memory_order_seq_cst) == 0) return;
-  // Taking the mutex orders this notification after a waiter's check of completed_.
-  { std::lock_guard lock(wait_mutex_); }
+void Stream::notify_host_waiters(uint64_t done) {
+  // Only the completion a waiter waits for wakes it: a host waiting for room in a full queue, or for the last of many
+  // small kernels, would otherwise wake for every kernel that finishes.
+  if (host_waiters_.load(std::memory_order_seq_cst) == 0 || done < wake_seq_.load(std::memory_order_seq_cst)) return;
+  {
+    std::lock_guard lock(wait_mutex_);
+    wake_seq_.store(UINT64_MAX, std::memory_order_relaxed);
+  }
   wait_cv_.notify_all();
 }
 
@@ -124,11 +133,12 @@ void Stream::record_error(KernelError error, uint64_t seq) {
 
 Stream::Step Stream::advance(bool finished, Task* next, std::vector<Stream*>* woken) {
   Step step = Step::kRun;
+  uint64_t done = 0;
   {
     std::lock_guard lock(mutex_);
     if (finished) {
       queue_.pop();
-      uint64_t done = completed_.load(std::memory_order_relaxed) + 1;
+      done = completed_.load(std::memory_order_relaxed) + 1;
       completed_.store(done, std::memory_order_seq_cst);
       if (!parked_.empty()) {
         size_t kept = 0;
@@ -150,7 +160,7 @@ Stream::Step Stream::advance(bool finished, Task* next, std::vector<Stream*>* wo
       *next = queue_.front();
     }
   }
-  if (finished) notify_host_waiters();
+  if (finished) notify_host_waiters(done);
   return step;
 }
 

@@ -166,8 +166,8 @@ class Stream {
   uint64_t enqueued() const { return enqueued_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
 
-  // Blocks until the stream has reached seq: spins briefly, then sleeps. Returns whether it had to wait.
-  bool wait_for(uint64_t seq);
+  // Blocks until the stream has reached seq: spins briefly (unless !spin), then sleeps. Returns whether it had to wait.
+  bool wait_for(uint64_t seq, bool spin = true);
 
   // Moves out the unreported kernel error if it came from a task at or before seq.
   bool take_error(uint64_t seq, KernelError* out);
@@ -196,7 +196,7 @@ class Stream {
   Stream* next_ready = nullptr;
 
  private:
-  void notify_host_waiters();
+  void notify_host_waiters(uint64_t done);
 
   std::atomic<int> refs_{1};
 
@@ -207,8 +207,10 @@ class Stream {
   std::atomic<uint64_t> enqueued_{0};                    // written under mutex_
   std::atomic<uint64_t> completed_{0};                   // written under mutex_
 
-  // Host waiters sleep here; completions notify only when someone waits.
+  // Host waiters sleep here; a completion notifies only when someone waits for it (seq >= wake_seq_, the lowest seq
+  // awaited, reset by each notification).
   std::atomic<int> host_waiters_{0};
+  std::atomic<uint64_t> wake_seq_{UINT64_MAX};
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
 

@@ -8,6 +8,10 @@
 namespace softnpu::test {
 namespace {
 
+// Kernel sizes for snpuKernelThreadBudget: above and below the size of small kernels, which run on one thread.
+constexpr uint64_t kLargeWork = 64 << 20;
+constexpr uint64_t kSmallWork = 4 << 10;
+
 TEST(Streams, KernelsOfOneStreamRunInLaunchOrder) {
   snpuStream_t s;
   ASSERT_SNPU(snpuStreamCreate(&s, 0));
@@ -242,11 +246,11 @@ TEST(Streams, WaitingOnANeverRecordedOrCompletedEventDoesNotBlock) {
 TEST(Streams, ThreadBudgetDividesTheHostCoresAmongRunningKernels) {
   ScopedEnv env({{"SOFTNPU_CORES", "2"}});
   int host = std::max(1u, std::thread::hardware_concurrency());
-  EXPECT_EQ(snpuKernelThreadBudget(), 1) << "outside a kernel";
+  EXPECT_EQ(snpuKernelThreadBudget(kLargeWork), 1) << "outside a kernel";
 
   std::atomic<int> alone{0};
   ASSERT_SNPU(launch(nullptr, "alone", [&alone] {
-    alone = snpuKernelThreadBudget();
+    alone = snpuKernelThreadBudget(kLargeWork);
     return 0;
   }));
   ASSERT_SNPU(snpuDeviceSynchronize());
@@ -261,7 +265,7 @@ TEST(Streams, ThreadBudgetDividesTheHostCoresAmongRunningKernels) {
     return [&, i] {
       arrived.fetch_add(1);
       if (!eventually([&] { return arrived.load() == 2; })) return 1;
-      budgets[i] = snpuKernelThreadBudget();
+      budgets[i] = snpuKernelThreadBudget(kLargeWork);
       left.fetch_add(1);
       return eventually([&] { return left.load() == 2; }) ? 0 : 1;  // both stay running while both ask
     };
@@ -273,6 +277,20 @@ TEST(Streams, ThreadBudgetDividesTheHostCoresAmongRunningKernels) {
   int expected = std::min(2, std::max(1, host / 2));
   EXPECT_EQ(budgets[0].load(), expected);
   EXPECT_EQ(budgets[1].load(), expected);
+}
+
+TEST(Streams, SmallKernelsRunOnOneThread) {
+  ScopedEnv env({{"SOFTNPU_CORES", "2"}});
+  int host = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<int> small{0}, large{0};
+  ASSERT_SNPU(launch(nullptr, "sizes", [&] {
+    small = snpuKernelThreadBudget(kSmallWork);
+    large = snpuKernelThreadBudget(kLargeWork);
+    return 0;
+  }));
+  ASSERT_SNPU(snpuDeviceSynchronize());
+  EXPECT_EQ(small.load(), 1);
+  EXPECT_EQ(large.load(), std::min(2, host));
 }
 
 TEST(Streams, KernelSeesTheStreamItRunsOn) {

@@ -211,9 +211,11 @@ SNPU_API snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snp
 
 /* Inside a kernel only: the message kept with the failure the kernel is about to return. Copied. */
 SNPU_API void snpuKernelSetErrorMessage(const char* message);
-/* Inside a kernel only: how many threads the kernel may use for its own parallelism. The device's compute threads
- * divided among the kernels running at this moment on all devices, never more than the host's cores; at least 1. */
-SNPU_API int snpuKernelThreadBudget(void);
+/* Inside a kernel only: how many threads the kernel may use for its own parallelism, given work_bytes, the bytes it
+ * reads and writes. One for a small kernel (below 4 MiB: a second thread, sharing a core with the launching host
+ * thread or another stream, costs it more than it gains); else the device's compute threads divided among the
+ * kernels running or queued at this moment on all devices, never more than the host's cores. 1 outside a kernel. */
+SNPU_API int snpuKernelThreadBudget(uint64_t work_bytes);
 /* Inside a kernel only: the stream it runs on. NULL outside kernels. */
 SNPU_API snpuStream_t snpuKernelCurrentStream(void);
 
