@@ -259,6 +259,17 @@ def test_input_gradients_through_views_and_broadcasting():
 # ------------------------------------------------------------------------------------------------ sync points
 
 
+@pytest.mark.parametrize("args", [(7,), (8, False), (9, True, 5.0)])
+def test_factories_whose_composite_is_cpu_only_run_on_npu(args):
+    # kaiser_window's composite kernels call a CPU/CUDA kernel stub themselves: npu runs the CPU's, asynchronously.
+    before = torch.npu.sync_points()["total"]
+    for dtype in (torch.float32, torch.float64):
+        w = torch.kaiser_window(*args, dtype=dtype, device="npu")
+        assert w.device.type == "npu" and w.dtype == dtype
+        torch.testing.assert_close(w.cpu(), torch.kaiser_window(*args, dtype=dtype))
+    assert torch.npu.sync_points()["total"] == before
+
+
 def test_data_dependent_ops_are_counted_sync_points():
     x = torch.tensor([0.0, 1.0, 0.0, 2.0, 2.0], device="npu")
     before = torch.npu.sync_points()

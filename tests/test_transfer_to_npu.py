@@ -63,7 +63,7 @@ def test_cuda_methods_move_to_npu():
                    "is_cuda": [False, True], "module": "npu:0", "module(1)": "npu:1", "storage": "npu:0"}
 
 
-# One call of every function that takes a device, but kaiser_window (softnpu lacks its kernel: DispatchStub).
+# One call of every function that takes a device.
 FACTORIES = {
     "arange": "torch.arange(3, device=D)", "as_tensor": "torch.as_tensor([1.0], device=D)",
     "asarray": "torch.asarray([1.0], device=D)", "bartlett_window": "torch.bartlett_window(4, device=D)",
@@ -71,7 +71,7 @@ FACTORIES = {
     "empty_like": "torch.empty_like(x, device=D)", "empty_permuted": "torch.empty_permuted((2, 3), (1, 0), device=D)",
     "empty_strided": "torch.empty_strided((2,), (1,), device=D)", "eye": "torch.eye(2, device=D)",
     "full": "torch.full((2,), 1.0, device=D)", "full_like": "torch.full_like(x, 2.0, device=D)",
-    "hamming_window": "torch.hamming_window(4, device=D)", "hann_window": "torch.hann_window(4, device=D)",
+    "hamming_window": "torch.hamming_window(4, device=D)", "kaiser_window": "torch.kaiser_window(4, device=D)", "hann_window": "torch.hann_window(4, device=D)",
     "linspace": "torch.linspace(0, 1, 3, device=D)", "logspace": "torch.logspace(0, 1, 3, device=D)",
     "normal": "torch.normal(0.0, 1.0, (2,), device=D)", "ones": "torch.ones(2, device=D)",
     "ones_like": "torch.ones_like(x, device=D)", "rand": "torch.rand(2, device=D)",

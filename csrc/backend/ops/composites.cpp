@@ -19,6 +19,9 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) { execute_
 constexpr const char* kNotDeviceGeneric[] = {
     "conj_physical_",  // calls conj_physical_stub itself instead of conj_physical.out
     "mode.values",     // "mode only supports CPU, CUDA and XPU device type"
+    // call kaiser_window_stub themselves (the overloads without beta call that with beta directly)
+    "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta", "kaiser_window.out", "kaiser_window.periodic_out",
+    "kaiser_window.beta_out",
     // Passes self as its own out= tensor, which addr.out tells apart by C++ reference (so an in-place self is not
     // broadcast): through the dispatcher's boxed call it would be broadcast and resized instead of rejected.
     "addr_",
