@@ -122,13 +122,14 @@ c10::DeviceIndex op_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args) 
   return device;
 }
 
-// CPU index tensors become npu tensors; other values are kept.
-c10::IValue move_indices_to_device(const c10::IValue& v, c10::DeviceIndex device) {
-  if (!v.isList() || v.isTensorList()) return v;
+// CPU index tensors become npu tensors; other values are left in place (copying an IValue costs two atomic
+// reference count updates per tensor, on every launch).
+void move_indices_to_device(c10::IValue& v, c10::DeviceIndex device) {
+  if (!v.isList() || v.isTensorList()) return;
   bool any_cpu = false;
   for_each_tensor(v, [&](const at::Tensor& t) { any_cpu |= t.defined() && t.device().is_cpu() && t.dim() > 0; });
-  if (!any_cpu) return v;
-  return map_tensors(v, [&](const at::Tensor& t) {
+  if (!any_cpu) return;
+  v = map_tensors(v, [&](const at::Tensor& t) {
     return t.defined() && t.device().is_cpu() && t.dim() > 0 ? t.to(c10::Device(kNPU, device)) : t;
   });
 }
@@ -343,7 +344,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // The arguments stay on the stack (CPU index tensors replaced by npu ones) until the returns take their place.
   const size_t base = stack->size() - num_args;
-  for (size_t i = base; i < stack->size(); ++i) (*stack)[i] = move_indices_to_device((*stack)[i], device);
+  for (size_t i = base; i < stack->size(); ++i) move_indices_to_device((*stack)[i], device);
   const c10::ArrayRef<c10::IValue> args(stack->data() + base, num_args);
 
   std::exception_ptr meta_error;
