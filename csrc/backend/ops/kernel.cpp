@@ -80,19 +80,34 @@ Pool& pool() {
   return *p;
 }
 
+// The records a launching thread has taken from the pool in one batch: the pool's mutex, which the compute threads
+// take for every record they hand back, is taken once per batch rather than once per launch. A thread that exits
+// hands its batch back.
+struct LocalRecords {
+  std::vector<KernelLaunch*> free;
+  ~LocalRecords() {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.free.insert(p.free.end(), free.begin(), free.end());
+  }
+};
+
 }  // namespace
 
 KernelLaunch* KernelLaunch::acquire(OpInfo* info) {
-  KernelLaunch* k = nullptr;
-  {
+  thread_local LocalRecords local;
+  if (local.free.empty()) {
     Pool& p = pool();
     std::lock_guard<std::mutex> lock(p.mutex);
-    if (!p.free.empty()) {
-      k = p.free.back();
-      p.free.pop_back();
-    }
+    local.free.swap(p.free);
   }
-  if (!k) k = new KernelLaunch();
+  KernelLaunch* k;
+  if (local.free.empty()) {
+    k = new KernelLaunch();
+  } else {
+    k = local.free.back();
+    local.free.pop_back();
+  }
   k->info = info;
   return k;
 }
