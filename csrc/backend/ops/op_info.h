@@ -46,8 +46,10 @@ struct OpInfo {
   // For ops with fresh returns: the out= overload taking the same arguments plus one out tensor per return.
   std::optional<c10::OperatorHandle> out_variant;
 
-  // Counters for torch.npu's sync-point report.
-  std::atomic<uint64_t> launches{0};
+  // Counters for torch.npu's sync-point report. On a cache line of their own: the host bumps them for every launch
+  // while compute threads read the facts above (out_variant, written_args), which would otherwise bounce the line
+  // between the cores once per launch.
+  alignas(64) std::atomic<uint64_t> launches{0};
   std::atomic<uint64_t> sync_points{0};
 
   MetaCache& meta_cache() { return *meta_cache_; }
