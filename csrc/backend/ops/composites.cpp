@@ -30,18 +30,12 @@ constexpr const char* kNotDeviceGeneric[] = {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    const auto op = dispatcher.findOp(name);
-    // Structured ops (CompositeExplicitAutogradNonFunctional) are the executor's own registration.
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
-      continue;
-    const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
-  }
+  // Structured ops (CompositeExplicitAutogradNonFunctional) are the executor's own registration.
+  take_over_aten_ops(m, [](const c10::OperatorHandle& op) {
+    return op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+           op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+           !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  });
   for (const char* name : kNotDeviceGeneric) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
 }
 

@@ -411,22 +411,27 @@ std::vector<SyncPointCount> sync_point_counts() {
 
 uint64_t total_sync_points() { return g_sync_points.load(std::memory_order_relaxed); }
 
+void take_over_aten_ops(torch::Library& m, const std::function<bool(const c10::OperatorHandle&)>& take) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const auto op = dispatcher.findOp(name);
+    if (!op || !take(*op)) continue;
+    const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
+  }
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&execute>()); }
 
 // A backend fallback only sees ops without a device-generic kernel. Structured ops have one for every backend
 // (CompositeExplicitAutogradNonFunctional): it would run their shape logic on the host, allocate, then call the out=
 // op, which comes here anyway. Taking them over directly makes each one launch, with the cached shape inference.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    const auto op = dispatcher.findOp(name);
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        op->hasTag(at::Tag::inplace_view))
-      continue;
-    const std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&execute>());
-  }
+  take_over_aten_ops(m, [](const c10::OperatorHandle& op) {
+    return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+           !op.hasTag(at::Tag::inplace_view);
+  });
 }
 
 }  // namespace softnpu

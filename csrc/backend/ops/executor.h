@@ -15,8 +15,10 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,10 @@ namespace softnpu {
 
 // Runs an op on npu tensors through the generic path (the fallback kernel itself; other kernels reuse it).
 void execute_op(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Registers the generic path as npu's kernel of every aten op for which take(op) holds, where the fallback alone
+// would not see the op (it has a kernel for every backend, which would run on npu tensors).
+void take_over_aten_ops(torch::Library& m, const std::function<bool(const c10::OperatorHandle&)>& take);
 
 // Benchmarks only: run every op as PyTorch's generic CPU fallback does (torch_npu's and OpenReg's CPU fallbacks):
 // wait for the device, copy the inputs to the host, run the CPU kernel there, copy the results back. The baseline
