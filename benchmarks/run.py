@@ -80,7 +80,7 @@ def chart(rows: list, path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", nargs="*", help="substrings of case names to run")
     args = parser.parse_args()
     os.makedirs(RESULTS, exist_ok=True)

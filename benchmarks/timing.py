@@ -25,7 +25,7 @@ def copy_through_cpu(enabled: bool):
         softnpu._C._set_copy_through_cpu(False)
 
 
-def measure(configs: dict, rounds: int = 5, min_seconds: float = 0.05) -> dict:
+def measure(configs: dict, rounds: int = 7, min_seconds: float = 0.2) -> dict:
     """configs: name -> (device, fn) where fn(iterations) runs the workload; returns name -> seconds per iteration.
     Each config first calibrates an iteration count that takes about min_seconds."""
     counts = {}
