@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "backend/allocator.h"
 #include "backend/env.h"
 #include "backend/generator.h"
 #include "backend/npu_error.h"
+#include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/kernel.h"
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
@@ -59,18 +61,6 @@ c10::IValue map_tensors(const c10::IValue& v, F&& f) {
   return v;
 }
 
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) {
-    f(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) f(t);
-  } else if (v.isList()) {
-    for (const auto& e : v.toListRef())
-      if (e.isTensor()) f(e.toTensor());
-  }
-}
-
 // ------------------------------------------------------------------------------------------------ devices
 
 bool is_cpu_scalar(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
@@ -81,9 +71,20 @@ c10::DeviceIndex op_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args) 
   const auto& schema = info.op.schema();
   c10::DeviceIndex device = -1;
   const c10::Argument* first = nullptr;
+  // A tensor on another device type is reported once the npu device is known (it may come from a later argument).
+  std::optional<c10::Device> stray;
+  size_t stray_arg = 0;
   for (size_t i = 0; i < args.size(); ++i) {
-    for_each_tensor(args[i], [&](const at::Tensor& t) {
-      if (!t.defined() || t.device().type() != kNPU) return;
+    const bool index_list = args[i].isList() && !args[i].isTensorList();
+    visit_tensors(args[i], [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (t.device().type() != kNPU) {
+        if (!stray && !is_cpu_scalar(t) && !(index_list && t.device().is_cpu())) {
+          stray = t.device();
+          stray_arg = i;
+        }
+        return;
+      }
       if (device < 0) {
         device = t.device().index();
         first = &schema.arguments()[i];
@@ -109,16 +110,9 @@ c10::DeviceIndex op_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args) 
     if (device < 0) device = gen_device.index();
   }
   TORCH_CHECK(device >= 0, info.name, ": no npu tensor or device among the arguments");
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool index_list = args[i].isList() && !args[i].isTensorList();
-    for_each_tensor(args[i], [&](const at::Tensor& t) {
-      if (!t.defined() || t.device().type() == kNPU || is_cpu_scalar(t) || (index_list && t.device().is_cpu()))
-        return;
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ", schema.arguments()[i].name(),
-                  " is on ", t.device(), ", different from other tensors on npu:", static_cast<int>(device),
-                  " (when checking argument in method ", info.name, ")");
-    });
-  }
+  TORCH_CHECK(!stray, "Expected all tensors to be on the same device, but got ", schema.arguments()[stray_arg].name(),
+              " is on ", *stray, ", different from other tensors on npu:", static_cast<int>(device),
+              " (when checking argument in method ", info.name, ")");
   return device;
 }
 
@@ -127,7 +121,7 @@ c10::DeviceIndex op_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args) 
 void move_indices_to_device(c10::IValue& v, c10::DeviceIndex device) {
   if (!v.isList() || v.isTensorList()) return;
   bool any_cpu = false;
-  for_each_tensor(v, [&](const at::Tensor& t) { any_cpu |= t.defined() && t.device().is_cpu() && t.dim() > 0; });
+  visit_tensors(v, [&](const at::Tensor& t) { any_cpu |= t.defined() && t.device().is_cpu() && t.dim() > 0; });
   if (!any_cpu) return;
   v = map_tensors(v, [&](const at::Tensor& t) {
     return t.defined() && t.device().is_cpu() && t.dim() > 0 ? t.to(c10::Device(kNPU, device)) : t;
@@ -207,7 +201,7 @@ bool resizes_overlapping_out(const OpInfo& info, c10::ArrayRef<c10::IValue> args
     bool shared = false;
     for (size_t i = 0; i < args.size(); ++i) {
       if (static_cast<int>(i) == info.out_args[j]) continue;
-      for_each_tensor(args[i], [&](const at::Tensor& t) {
+      visit_tensors(args[i], [&](const at::Tensor& t) {
         shared = shared || (t.defined() && t.has_storage() && t.storage().is_alias_of(out.storage()));
       });
     }
@@ -305,9 +299,9 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
 
   for (int i : info.written_args) {
     std::vector<at::Tensor> written;
-    for_each_tensor(result->arguments[i], [&](const at::Tensor& t) { written.push_back(t); });
+    visit_tensors(result->arguments[i], [&](const at::Tensor& t) { written.push_back(t); });
     size_t j = 0;
-    for_each_tensor(args[i], [&](const at::Tensor& t) {
+    visit_tensors(args[i], [&](const at::Tensor& t) {
       if (j < written.size()) adopt_written(t, written[j++]);
     });
   }
@@ -378,7 +372,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t r = 0; r < fresh.size(); ++r) {
     if (info.return_alias[r] >= 0) continue;
     k->add_output(static_cast<uint32_t>(r), fresh[r]);
-    for_each_tensor(fresh[r], [&](const at::Tensor& t) { all_defined = all_defined && t.defined(); });
+    visit_tensors(fresh[r], [&](const at::Tensor& t) { all_defined = all_defined && t.defined(); });
   }
   // An out= overload cannot take an undefined output (a gradient not asked for, as in convolution_backward).
   if (all_defined && info.out_variant.has_value() && !meta->out_variant_failed->load(std::memory_order_relaxed)) {

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "backend/npu_error.h"
+#include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
 #include "softnpu/runtime.h"
@@ -50,17 +51,6 @@ void TensorRef::assign(const at::Tensor& t) {
 }
 
 namespace {
-
-template <typename F>
-void visit_tensors(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) {
-    f(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) f(t);
-  } else if (v.isList()) {
-    for (const auto& e : v.toListRef()) f(e.isTensor() ? e.toTensor() : at::Tensor());
-  }
-}
 
 bool holds_tensors(const c10::IValue& v) {
   if (v.isTensor() || v.isTensorList()) return true;
