@@ -44,20 +44,29 @@ def batch(name: str, device: str):
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer}
 
 
-def training_step(name: str, device: str):
-    """fn(n) running n training steps (forward, backward, optimizer) of the model on the device."""
+def training_step(name: str, device: str, amp: torch.dtype | None = None):
+    """fn(n) running n training steps (forward, backward, optimizer) of the model on the device; with amp, the seed's
+    mixed-precision loop: the forward under autocast in that dtype, and for float16 a GradScaler."""
     torch.manual_seed(0)
     model = MODELS[name]().to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     x, y = batch(name, device)
+    device_type = torch.device(device).type
+    scaler = torch.amp.GradScaler(device_type) if amp == torch.float16 else None
 
     def run(n: int) -> None:
         for _ in range(n):
             opt.zero_grad(set_to_none=True)
-            out = model(x)
-            loss = loss_fn(out.reshape(-1, out.shape[-1]), y)
-            loss.backward()
-            opt.step()
+            with torch.autocast(device_type, dtype=amp or torch.float32, enabled=amp is not None):
+                out = model(x)
+                loss = loss_fn(out.reshape(-1, out.shape[-1]), y)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
 
     return run

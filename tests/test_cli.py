@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 import softnpu
+import softnpu.host
 from conftest import DEVICE_COUNT, MEMORY_MB, Result, child_env
 
 BIN = Path(sys.executable).parent  # not resolved: the venv's bin, whose python is a symlink
 SOFTNPU = BIN / "softnpu"
-CHECKS = ["torch", "autoload", "configuration", "devices", "op", "npu-smi", "log directory"]
-RUNTIME_CHECKS = ["devices", "op", "npu-smi"]  # "not checked" when the configuration fails
+CHECKS = ["torch", "autoload", "configuration", "devices", "op", "half precision", "npu-smi", "log directory"]
+RUNTIME_CHECKS = ["devices", "op", "half precision", "npu-smi"]  # "not checked" when the configuration fails
 
 
 def softnpu_command(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 120) -> Result:
@@ -57,10 +58,18 @@ def test_doctor_passes_on_this_installation(tmp_path):
     assert checks["devices"][1].startswith(f"{DEVICE_COUNT} devices: npu:0 {MEMORY_MB} MiB"), r.describe()
     assert str(BIN / "npu-smi") in checks["npu-smi"][1]
     assert str(log_dir) in checks["log directory"][1]
+    # The half-precision choice follows the host's features, as ATen detects them.
+    half = checks["half precision"][1]
+    assert softnpu.host.cpu_model() in half, r.describe()
+    for dtype, units in (("float16", ("avx512_fp16", "amx_fp16")), ("bfloat16", ("avx512_bf16", "amx_bf16"))):
+        native = any(softnpu.host.features()[u] for u in units)
+        expected = f"{dtype} ATen's kernel in {dtype}" if native else f"{dtype} float32 compute"
+        assert expected in half, r.describe()
 
 
 @pytest.mark.parametrize("name, value", [("SOFTNPU_DEVICE_COUNT", "abc"),  # read when the runtime starts
-                                         ("PYTORCH_NPU_ALLOC_CONF", "bogus:1")])  # at the first allocation
+                                         ("PYTORCH_NPU_ALLOC_CONF", "bogus:1"),  # at the first allocation
+                                         ("SOFTNPU_HALF_COMPUTE", "fast")])  # at the first matrix op
 def test_doctor_names_a_malformed_variable(name, value):
     r = softnpu_command("doctor", env={name: value})
     assert r.returncode == 1, r.describe()
@@ -119,6 +128,18 @@ def test_report_lists_every_variable_and_the_devices():
     for index, physical in enumerate((1, 0)):  # renumbered in the order ASCEND_RT_VISIBLE_DEVICES gives
         assert devices[index].startswith(f"  npu:{index}  "), r.describe()
         assert f"physical {physical} " in devices[index] and f"memory {MEMORY_MB} MiB" in devices[index]
+
+
+@pytest.mark.parametrize("mode", ["native", "float32"])
+def test_report_shows_how_half_precision_computes(mode):
+    r = softnpu_command("report", env={"SOFTNPU_HALF_COMPUTE": mode})
+    assert r.returncode == 0, r.describe()
+    start = r.lines.index("Half precision (matrix and convolution ops)") + 1
+    how = "ATen's kernel in {}" if mode == "native" else "float32 compute"
+    assert r.lines[start:start + 2] == [
+        f"  {dtype:<9} {how.format(dtype)} (SOFTNPU_HALF_COMPUTE={mode})" for dtype in ("float16", "bfloat16")
+    ], r.describe()
+    assert any(line.startswith("cpu     " + softnpu.host.cpu_model()) for line in r.lines), r.describe()
 
 
 def test_report_with_a_malformed_variable():

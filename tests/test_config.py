@@ -10,7 +10,7 @@ from conftest import REPO, declared_env_vars, run_many, run_python
 VARS = declared_env_vars()
 
 # Malformed values per kind of variable (STRING variables accept any text, so they cannot be malformed).
-MALFORMED = {"BOOL": ["yes"], "INT": ["bogus"], "LIST": ["bogus"], "CONF": ["bogus"]}
+MALFORMED = {"BOOL": ["yes"], "INT": ["bogus"], "LIST": ["bogus"], "CONF": ["bogus"], "CHOICE": ["bogus"]}
 # Well-formed text out of a variable's range.
 OUT_OF_RANGE = {
     "SOFTNPU_DEVICE_COUNT": "0",
@@ -21,12 +21,14 @@ OUT_OF_RANGE = {
     "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:abc",
 }
 
-# Uses the device in every way that reads a variable: runtime start, allocation, a launch, a host fallback.
+# Uses the device in every way that reads a variable: runtime start, allocation, a launch, a matrix op, a host
+# fallback.
 USE_DEVICE = """
 import torch, torch_npu
 try:
     x = torch.ones(4, device="npu")
     (x + x).cpu()
+    (x @ x).cpu()
     torch.nonzero(x).cpu()
     print("NO ERROR")
 except Exception as e:

@@ -73,6 +73,17 @@ const AllocatorConfig& allocator_config() {
   return cfg;
 }
 
+HalfCompute half_compute() {
+  static const HalfCompute v = parse_or_throw([] {
+    const std::string text = env::get_string(env::Var::SOFTNPU_HALF_COMPUTE, "auto");
+    if (text == "auto") return HalfCompute::kAuto;
+    if (text == "native") return HalfCompute::kNative;
+    if (text == "float32") return HalfCompute::kFloat32;
+    env::fail(env::Var::SOFTNPU_HALF_COMPUTE, text, "auto, native or float32");
+  });
+  return v;
+}
+
 bool fallback_cpu_disabled() {
   static const bool v =
       parse_or_throw([] { return env::get_bool(env::Var::TORCH_NPU_FALLBACK_CPU_DISABLE, false); });

@@ -16,6 +16,10 @@ struct AllocatorConfig {
 
 const AllocatorConfig& allocator_config();
 
+// SOFTNPU_HALF_COMPUTE: how the cube ops (ops/cube.h) compute in float16 and bfloat16.
+enum class HalfCompute { kAuto, kNative, kFloat32 };
+HalfCompute half_compute();
+
 // TORCH_NPU_FALLBACK_CPU_DISABLE: host fallbacks (synchronizing ops) are errors.
 bool fallback_cpu_disabled();
 

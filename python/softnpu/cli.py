@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from . import __version__, _C
+from . import __version__, _C, host
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _BIN_DIR = Path(sys.executable).parent
@@ -108,9 +108,10 @@ def _check_autoload() -> str:
 
 def _check_configuration() -> str:
     # Each step is where a layer reads its variables: the runtime when it starts, the caching allocator at the first
-    # allocation, the op path at the first host fallback.
+    # allocation, the cube's policy at the first matrix op, the op path at the first host fallback.
     torch.npu.init()
     torch.empty(1, device="npu")
+    host.half_compute()
     strict = False
     try:
         torch.nonzero(torch.ones(1, device="npu"))
@@ -188,12 +189,20 @@ def _check_log_directory() -> str:
     return f"{directory} is writable" + ("" if existing == directory else f" (to be created under {existing})")
 
 
+def _check_half_precision() -> str:
+    compute = host.half_compute()
+    present = [name for name, has in host.features().items() if has]
+    return (f"{host.cpu_model()} ({', '.join(present) if present else 'no native half-precision units'}): "
+            + "; ".join(f"{dtype} {how}" for dtype, how in compute.items()))
+
+
 _CHECKS = [
     _Check("torch", _check_torch, "reinstall softnpu (make build)"),
     _Check("autoload", _check_autoload, "reinstall softnpu (make build)"),
     _Check("configuration", _check_configuration, _README_HINT),
     _Check("devices", _check_devices, _README_HINT, needs_runtime=True),
     _Check("op", _check_op, "run it again with ASCEND_LAUNCH_BLOCKING=1", needs_runtime=True),
+    _Check("half precision", _check_half_precision, _README_HINT, needs_runtime=True),
     _Check("npu-smi", _check_npu_smi, "reinstall softnpu (make build)", needs_runtime=True),
     _Check("log directory", _check_log_directory, "set ASCEND_PROCESS_LOG_PATH to a writable directory"),
 ]
@@ -234,6 +243,8 @@ def report() -> int:
     print(f"torch   {torch.__version__}  (softnpu was built for {_built_for_torch() or 'an unrecorded version'})")
     print(f"python  {platform.python_version()}  {sys.executable}")
     print(f"host    {platform.platform()}, {os.cpu_count()} cores")
+    features = host.features()
+    print(f"cpu     {host.cpu_model()}; " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in features.items()))
 
     table = _env_table()
     width = max(len(v.name) for v in table)
@@ -247,6 +258,9 @@ def report() -> int:
     except RuntimeError as e:
         print(f"\nDevices: unavailable: {e}")
         return 1
+    print("\nHalf precision (matrix and convolution ops)")
+    for dtype, how in host.half_compute().items():
+        print(f"  {dtype:<9} {how}")
     count = torch.npu.device_count()
     print(f"\nDevices: {count}")
     for i in range(count):

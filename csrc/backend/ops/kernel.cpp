@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "backend/npu_error.h"
+#include "backend/ops/cube.h"
 #include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
@@ -348,12 +349,14 @@ void for_each_ref(const KernelLaunch& k, const TensorSlot& slot, const c10::IVal
   visit_tensors(value, [&](const at::Tensor& t) { f(t, k.refs[slot.first + j++]); });
 }
 
-// The bytes of the tensors the kernel reads and writes: its size, as the runtime's thread budget weighs it.
-uint64_t work_bytes(const KernelLaunch& k) {
+// The bytes of the tensors the kernel reads and writes: its size, as the runtime's thread budget weighs it. On the
+// cube's float32 route the kernel works on float32 copies: weighed as those, a float16 matmul gets the threads of the
+// float32 one.
+uint64_t work_bytes(const KernelLaunch& k, bool float32) {
   uint64_t bytes = 0;
   for (const TensorRef& r : k.refs) {
     if (r.kind != TensorRef::Kind::kDevice) continue;
-    uint64_t n = c10::elementSize(r.dtype);
+    uint64_t n = float32 ? std::max<size_t>(c10::elementSize(r.dtype), sizeof(float)) : c10::elementSize(r.dtype);
     for (int64_t size : r.sizes) n *= static_cast<uint64_t>(size);
     bytes += n;
   }
@@ -365,7 +368,8 @@ uint64_t work_bytes(const KernelLaunch& k) {
 int run_kernel(void* arg) {
   auto& k = *static_cast<KernelLaunch*>(arg);
   try {
-    set_kernel_threads(snpuKernelThreadBudget(work_bytes(k)));
+    const bool float32 = k.info->float32_dtypes && runs_in_float32(k);
+    set_kernel_threads(snpuKernelThreadBudget(work_bytes(k, float32)));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
     for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);
@@ -383,7 +387,11 @@ int run_kernel(void* arg) {
         written.emplace_back(t, &r);
       });
     }
-    if (k.use_out_variant) {
+    if (float32) {
+      Float32Operands operands(k.stack, k);
+      run_op(k, outputs);
+      operands.write_back();
+    } else if (k.use_out_variant) {
       run_out_variant(k, outputs, views);
       for (size_t i = 0; i < outputs.size(); ++i)
         for_each_ref(k, k.output_slots[i], outputs[i], [](const at::Tensor& t, const TensorRef& r) {

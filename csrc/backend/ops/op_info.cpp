@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "backend/ops/cube.h"
 #include "backend/ops/meta_cache.h"
 
 namespace softnpu {
@@ -20,6 +21,12 @@ bool is_tensor_like(const c10::TypePtr& t) {
 bool is_generator(const c10::TypePtr& t) {
   if (t->kind() == c10::TypeKind::GeneratorType) return true;
   if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  return false;
+}
+
+bool is_scalar_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::ScalarTypeType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind() == c10::TypeKind::ScalarTypeType;
   return false;
 }
 
@@ -96,6 +103,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
       if (args[i].is_out()) out_args.push_back(static_cast<int>(i));
     }
     if (is_generator(args[i].type())) generator_args.push_back(static_cast<int>(i));
+    if (is_scalar_type(args[i].type())) dtype_args.push_back(static_cast<int>(i));
   }
   bool all_returns_alias = !schema.returns().empty();
   for (const auto& ret : schema.returns()) {
@@ -119,6 +127,10 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor)
     out_variant = find_out_variant(schema);
+  // Settles the cube's policy (and reads SOFTNPU_HALF_COMPUTE, raising its error) here on the host, before any
+  // compute thread asks for it.
+  float32_dtypes = softnpu::float32_dtypes(schema.name());
+  if (float32_dtypes) cube_compute(c10::kHalf);
 }
 
 OpInfo::~OpInfo() = default;

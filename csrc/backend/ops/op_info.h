@@ -36,6 +36,11 @@ struct OpInfo {
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;
 
+  // The half-precision dtypes in which the op may compute in float32 (ops/cube.h): the matrix and convolution
+  // family, and a few ops whose half-precision CPU kernels are slow.
+  unsigned float32_dtypes = 0;
+  std::vector<int> dtype_args;  // ScalarType arguments (mean's dtype=, ...), which the float32 route widens too
+
   std::vector<int> written_args;  // arguments the op writes (in-place self, out= tensors, running stats, ...)
   std::vector<int> out_args;      // the subset declared out= (kwarg outputs, which the op may resize)
   std::vector<int> generator_args;

@@ -9,6 +9,7 @@
 #include "backend/generator.h"
 #include "backend/guard.h"
 #include "backend/npu_error.h"
+#include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
 #include "backend/stream.h"
 #include "common/env.h"
@@ -147,6 +148,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_set_copy_through_cpu", &set_copy_through_cpu);
+
+  m.def("_cube_compute", [] { return cube_description(); });
 
   m.def("_env_table", [] {
     py::list out;

@@ -1,0 +1,235 @@
+#include "backend/ops/cube.h"
+
+#include <ATen/cpu/Utils.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/util/strides.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+
+#include "backend/env.h"
+#include "backend/ops/kernel.h"
+#include "backend/ops/op_info.h"
+
+namespace softnpu {
+
+namespace {
+
+constexpr unsigned kHalfOnly = 1, kBFloat16Only = 2, kBoth = kHalfOnly | kBFloat16Only;
+
+// The ops that take the float32 route, with the dtypes it serves. First the matrix and convolution family as it
+// reaches the device (linear, matmul, einsum and the attention math are composites over these); then the few other
+// ops whose half-precision CPU kernel is far slower than float32 on a host without native units (measured there: the
+// rest are within about 2x, most faster than float32). Names cover every overload: functional, in-place and out=.
+const std::unordered_map<std::string_view, unsigned>& float32_ops() {
+  static const std::unordered_map<std::string_view, unsigned> ops = {
+      {"aten::mm", kBoth},
+      {"aten::addmm", kBoth},
+      {"aten::addmm_", kBoth},
+      {"aten::_addmm_activation", kBoth},
+      {"aten::bmm", kBoth},
+      {"aten::baddbmm", kBoth},
+      {"aten::baddbmm_", kBoth},
+      {"aten::addbmm", kBoth},
+      {"aten::addbmm_", kBoth},
+      {"aten::mv", kBoth},
+      {"aten::addmv", kBoth},
+      {"aten::addmv_", kBoth},
+      {"aten::dot", kBoth},
+      {"aten::vdot", kBoth},
+      {"aten::convolution", kBoth},
+      {"aten::convolution_backward", kBoth},
+      {"aten::_scaled_dot_product_flash_attention_for_cpu", kBoth},
+      {"aten::_scaled_dot_product_flash_attention_for_cpu_backward", kBoth},
+      // Elementwise ops and reductions whose half-precision kernel is far slower than float32 (measured on npu,
+      // 2 threads, no AVX512-FP16/BF16; the float32 route's figures in brackets): tanh 4.5x (2.6x) in both dtypes;
+      // pow 5.8x (2.4x) and norm 4.7x (3.3x) in float16 only, bfloat16 being faster than float32 there. The rest
+      // measured (elementwise, softmax, norms, embedding, pooling, losses, their backwards) are within about 2x,
+      // most faster than float32, where converting would only add traffic.
+      {"aten::tanh", kBoth},
+      {"aten::tanh_", kBoth},
+      {"aten::pow", kHalfOnly},
+      {"aten::pow_", kHalfOnly},
+      {"aten::norm", kHalfOnly},
+      {"aten::linalg_vector_norm", kHalfOnly},
+  };
+  return ops;
+}
+
+struct Policy {
+  CubeCompute half = CubeCompute::kNative;
+  CubeCompute bfloat16 = CubeCompute::kNative;
+  std::string why_half, why_bfloat16;
+};
+
+bool capability(const std::unordered_map<std::string, c10::IValue>& caps, const char* name) {
+  auto it = caps.find(name);
+  return it != caps.end() && it->second.isBool() && it->second.toBool();
+}
+
+// The first of `flags` the host has, or "" when it has none.
+std::string first_present(const std::unordered_map<std::string, c10::IValue>& caps,
+                          std::initializer_list<const char*> flags) {
+  for (const char* f : flags)
+    if (capability(caps, f)) return f;
+  return "";
+}
+
+const Policy& policy() {
+  static const Policy p = [] {
+    Policy p;
+    const HalfCompute forced = half_compute();
+    if (forced != HalfCompute::kAuto) {
+      const CubeCompute c = forced == HalfCompute::kNative ? CubeCompute::kNative : CubeCompute::kFloat32;
+      p.half = p.bfloat16 = c;
+      p.why_half = p.why_bfloat16 = std::string("SOFTNPU_HALF_COMPUTE=") +
+                                    (forced == HalfCompute::kNative ? "native" : "float32");
+      return p;
+    }
+    const auto caps = at::cpu::get_cpu_capabilities();
+    auto decide = [&](CubeCompute* c, std::string* why, std::initializer_list<const char*> flags,
+                      const char* names) {
+      const std::string unit = first_present(caps, flags);
+      *c = unit.empty() ? CubeCompute::kFloat32 : CubeCompute::kNative;
+      *why = unit.empty() ? std::string("the host has no ") + names : "the host has " + unit;
+    };
+    decide(&p.half, &p.why_half, {"amx_fp16", "avx512_fp16"}, "avx512_fp16 or amx_fp16");
+    decide(&p.bfloat16, &p.why_bfloat16, {"amx_bf16", "avx512_bf16"}, "avx512_bf16 or amx_bf16");
+    return p;
+  }();
+  return p;
+}
+
+bool converts(c10::ScalarType dtype, unsigned dtypes) {
+  const unsigned bit = dtype == c10::kHalf ? kHalfOnly : dtype == c10::kBFloat16 ? kBFloat16Only : 0;
+  return (dtypes & bit) && cube_compute(dtype) == CubeCompute::kFloat32;
+}
+
+// A compute thread's scratch memory for converted operands: one block per operand of a kernel, kept and grown across
+// kernels, so a steady workload converts into memory it already has (no allocation, no page faults per call).
+class Scratch {
+ public:
+  // Starts a kernel: every block is free again.
+  void reset() { used_ = 0; }
+
+  at::Tensor take(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t numel) {
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * sizeof(float);
+    if (used_ == blocks_.size()) blocks_.emplace_back();
+    Block& b = blocks_[used_++];
+    if (b.capacity < bytes) {
+      const size_t capacity = (bytes + 63) / 64 * 64;
+      b.data.reset(static_cast<char*>(std::aligned_alloc(64, capacity)));
+      TORCH_CHECK(b.data, "out of host memory for a ", bytes, "-byte float32 operand of a cube kernel");
+      b.capacity = capacity;
+    }
+    return at::from_blob(b.data.get(), sizes, strides, at::TensorOptions().dtype(at::kFloat));
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Block {
+    std::unique_ptr<char, Free> data;
+    size_t capacity = 0;
+  };
+  std::vector<Block> blocks_;
+  size_t used_ = 0;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// A float32 copy of a half-precision tensor with its layout: a broadcast (stride-0) dimension is converted once and
+// expanded again, a dense tensor keeps its strides (a transposed weight stays transposed), anything else is made
+// contiguous.
+at::Tensor float_copy(const at::Tensor& t, unsigned dtypes) {
+  if (!t.defined() || !converts(t.scalar_type(), dtypes)) return t;
+  if (t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+  c10::SmallVector<int64_t, 6> sizes(t.sizes().begin(), t.sizes().end());
+  bool broadcast = false;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.stride(i) == 0 && sizes[i] > 1) {
+      sizes[i] = 1;
+      broadcast = true;
+    }
+  }
+  const at::Tensor src = broadcast ? t.as_strided(sizes, t.strides(), t.storage_offset()) : t;
+  at::Tensor dst = src.is_non_overlapping_and_dense()
+                       ? scratch().take(src.sizes(), src.strides(), src.numel())
+                       : scratch().take(src.sizes(), c10::contiguous_strides(src.sizes()), src.numel());
+  dst.copy_(src);
+  return broadcast ? dst.expand(t.sizes()) : dst;
+}
+
+}  // namespace
+
+CubeCompute cube_compute(c10::ScalarType dtype) {
+  if (dtype == c10::kHalf) return policy().half;
+  if (dtype == c10::kBFloat16) return policy().bfloat16;
+  return CubeCompute::kNative;
+}
+
+std::string cube_description() {
+  const Policy& p = policy();
+  auto line = [](const char* dtype, CubeCompute c, const std::string& why) {
+    return std::string(dtype) + ": " +
+           (c == CubeCompute::kNative ? "ATen's kernel in " + std::string(dtype) : std::string("float32 compute")) +
+           " (" + why + ")";
+  };
+  return line("float16", p.half, p.why_half) + "\n" + line("bfloat16", p.bfloat16, p.why_bfloat16);
+}
+
+unsigned float32_dtypes(const std::string& name) {
+  auto it = float32_ops().find(name);
+  return it == float32_ops().end() ? 0 : it->second;
+}
+
+bool runs_in_float32(const KernelLaunch& k) {
+  // A synchronizing launch hands its returns to the host, which must not see scratch memory.
+  if (k.sync) return false;
+  for (const TensorRef& r : k.refs)
+    if (r.kind == TensorRef::Kind::kDevice && converts(r.dtype, k.info->float32_dtypes)) return true;
+  return false;
+}
+
+Float32Operands::Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k) {
+  scratch().reset();
+  const unsigned dtypes = k.info->float32_dtypes;
+  const auto& written_args = k.info->written_args;
+  for (int i : k.info->dtype_args) {
+    c10::IValue& v = stack[i];
+    if (v.isInt() && converts(static_cast<c10::ScalarType>(v.toInt()), dtypes)) v = c10::IValue(c10::kFloat);
+  }
+  for (const TensorSlot& slot : k.argument_slots) {
+    c10::IValue& v = stack[slot.position];
+    const bool written =
+        std::find(written_args.begin(), written_args.end(), static_cast<int>(slot.position)) != written_args.end();
+    if (v.isTensor()) {
+      at::Tensor t = v.toTensor();
+      at::Tensor f = float_copy(t, dtypes);
+      if (written && !f.is_same(t)) written_.emplace_back(t, f);
+      v = std::move(f);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) list.push_back(float_copy(t, dtypes));
+      v = std::move(list);
+    } else {
+      c10::List<std::optional<at::Tensor>> list;
+      for (const c10::IValue& e : v.toListRef())
+        list.push_back(e.isTensor() ? std::optional<at::Tensor>(float_copy(e.toTensor(), dtypes)) : std::nullopt);
+      v = std::move(list);
+    }
+  }
+}
+
+void Float32Operands::write_back() {
+  for (auto& [device, copy] : written_) device.copy_(copy);
+}
+
+}  // namespace softnpu

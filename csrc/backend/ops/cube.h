@@ -1,0 +1,56 @@
+// The cube unit: how the matrix and convolution ops (mm, bmm, addmm, convolution, attention, ...) compute in float16
+// and bfloat16. An NPU's cube takes half-precision inputs, accumulates in float32 and is its fastest unit. Host CPUs
+// differ: with native half-precision units (AVX512-FP16 or AMX-FP16 for float16, AVX512-BF16 or AMX-BF16 for
+// bfloat16) ATen's kernels in that dtype are the fastest path; without them ATen falls back to generic code up to
+// 150x slower than float32. There the kernel runs ATen's float32 kernel on converted operands instead: float16 in,
+// float32 accumulate, float16 out, as the cube does.
+//
+// Decided once per process from the host's capabilities (or SOFTNPU_HALF_COMPUTE), per dtype.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+#include <vector>
+
+namespace softnpu {
+
+struct KernelLaunch;
+
+enum class CubeCompute {
+  kNative,   // ATen's kernel in the tensors' own dtype
+  kFloat32,  // ATen's float32 kernel on converted operands, results rounded back once
+};
+
+// How cube ops compute in `dtype` (float16 or bfloat16; every other dtype is native).
+CubeCompute cube_compute(c10::ScalarType dtype);
+
+// "float16: float32 compute (the host has no avx512_fp16 or amx_fp16)": one line per half-precision dtype, for
+// softnpu report and doctor.
+std::string cube_description();
+
+// The half-precision dtypes in which an op ("aten::mm") may take the float32 route, as a mask (float16 1, bfloat16
+// 2; 0 for most ops): decided once per op (OpInfo::float32_dtypes).
+unsigned float32_dtypes(const std::string& name);
+
+// Whether this launch of such an op takes the float32 route: some device tensor is in a dtype that computes in float32.
+bool runs_in_float32(const KernelLaunch& k);
+
+// On a compute thread, the float32 route of one kernel: the constructor replaces the arguments in float16/bfloat16
+// (by the policy above) with float32 copies in the thread's scratch memory, write_back() rounds the written ones back
+// into the device tensors. The op's fresh results are float32 and the caller copies them into its outputs, which
+// rounds them once.
+class Float32Operands {
+ public:
+  Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k);
+  void write_back();
+
+ private:
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 1> written_;  // device tensor, its float32 copy
+};
+
+}  // namespace softnpu
