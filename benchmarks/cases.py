@@ -109,6 +109,49 @@ def training(name: str):
     }
 
 
+# Half precision on npu against float32 on npu (kind "dtype"): each config is the same work in one dtype.
+HALF = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def half_op(make, op, cpu_half: bool = False):
+    """The op on npu operands in each dtype of HALF; with cpu_half, also ATen's CPU kernel in float16 (what the host
+    gives without softnpu's float32 route)."""
+    configs = {name: (NPU, _ops(NPU, lambda d, dt=dt: make(d, dt), op), False) for name, dt in HALF.items()}
+    if cpu_half:
+        configs["cpu float16"] = ("cpu", _ops("cpu", lambda d: make(d, torch.float16), op), False)
+    return configs
+
+
+def _randn(*shape):
+    return lambda d, dt: tuple(torch.randn(*s, device=d, dtype=dt) for s in shape)
+
+
+HALF_OPS = {
+    "mm 256x1024 . 1024x1024": (_randn((256, 1024), (1024, 1024)), torch.mm),
+    "bmm 8x128x64 . 8x64x128": (_randn((8, 128, 64), (8, 64, 128)), torch.bmm),
+    "conv2d 8x32x28x28, 32 filters 3x3": (_randn((8, 32, 28, 28), (32, 32, 3, 3)),
+                                          lambda x, w: torch.nn.functional.conv2d(x, w, padding=1)),
+}
+# The other op families, in 1M-element or 1024x1024 operands (issue: no worse than a small constant over float32).
+HALF_FAMILY = {
+    "gelu": (_randn((1 << 20,)), torch.nn.functional.gelu),
+    "tanh": (_randn((1 << 20,)), torch.tanh),
+    "sum": (_randn((1024, 1024)), lambda x: x.sum(1)),
+    "softmax": (_randn((1024, 1024)), lambda x: x.softmax(-1)),
+    "layer_norm": (_randn((1024, 1024)), lambda x: torch.nn.functional.layer_norm(x, (1024,))),
+    "embedding": (lambda d, dt: (torch.randint(0, 30000, (4096,), device=d), torch.randn(30000, 512, device=d, dtype=dt)),
+                  torch.nn.functional.embedding),
+}
+
+
+def half_training(name: str):
+    return {
+        "float32": (NPU, models.training_step(name, NPU), False),
+        "float16": (NPU, models.training_step(name, NPU, amp=torch.float16), False),
+        "bfloat16": (NPU, models.training_step(name, NPU, amp=torch.bfloat16), False),
+    }
+
+
 # name -> (make configs, what the ratio is, target description or None, operations per iteration)
 CASES = {
     "add, 1 element (per op)": (lambda: tiny_add(1), "time", "npu/cpu <= 2.0", TINY_OPS),
@@ -124,4 +167,10 @@ CASES = {
     "training step, MLP": (lambda: training("mlp"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, CNN": (lambda: training("cnn"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, transformer": (lambda: training("transformer"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+    **{f"half: {name}": (lambda m=make, o=op: half_op(m, o, cpu_half=True), "dtype", "float16/float32 <= 1.5", 1)
+       for name, (make, op) in HALF_OPS.items()},
+    **{f"half: {name}": (lambda m=make, o=op: half_op(m, o), "dtype", None, 1) for name, (make, op) in HALF_FAMILY.items()},
+    **{f"half: training step, {label}": (lambda m=model: half_training(m), "dtype",
+                                         "AMP float16/float32 <= 1.2; AMP bfloat16/float32 <= 1.0 with avx512_bf16", 1)
+       for model, label in (("mlp", "MLP"), ("cnn", "CNN"), ("transformer", "transformer"))},
 }

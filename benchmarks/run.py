@@ -10,6 +10,8 @@ import time
 
 import torch
 
+import softnpu.host
+
 sys.path.insert(0, os.path.dirname(__file__))
 import cases  # noqa: E402
 import timing  # noqa: E402
@@ -25,6 +27,10 @@ def run_case(name: str, rounds: int) -> dict:
         row["npu/cpu"] = times["npu"] / times["cpu"]
         if "baseline" in times:
             row["baseline/npu"] = times["baseline"] / times["npu"]
+    elif kind == "dtype":
+        for name in times:
+            if name != "float32":
+                row[f"{name}/float32"] = times[name] / times["float32"]
     elif kind == "bandwidth":
         row["npu/cpu"] = times["cpu"] / times["npu"]  # bandwidth ratio: the same bytes in less time is higher
     else:
@@ -37,6 +43,10 @@ def format_row(row: dict) -> str:
     if row["kind"] == "streams":
         detail = f"one {t['one stream'] * 1e3:9.3f} ms  two {t['two streams'] * 1e3:9.3f} ms"
         ratio = f"two/one {row['two/one']:5.2f}"
+    elif row["kind"] == "dtype":
+        detail = "  ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in t.items())
+        ratio = "  ".join(f"{key} {value:.2f}" for key, value in row.items() if key.endswith("/float32"))
+        return f"{row['case']:<38}{detail}\n{'':<38}{ratio:<74}{row['target'] or ''}"
     else:
         unit, scale = ("us", 1e6) if t["cpu"] < 1e-3 else ("ms", 1e3)
         detail = f"cpu {t['cpu'] * scale:9.2f} {unit}  npu {t['npu'] * scale:9.2f} {unit}"
@@ -58,6 +68,12 @@ def chart(rows: list, path: str) -> None:
         if row["kind"] == "streams":
             labels.append(row["case"] + " (two/one)")
             values.append(row["two/one"])
+        elif row["kind"] == "dtype":
+            for key in (k for k in row if k.endswith("/float32")):
+                labels.append(f"{row['case']} ({key})")
+                values.append(row[key])
+                colors.append("tab:orange")
+            continue
         else:
             labels.append(row["case"] + (" (bandwidth)" if row["kind"] == "bandwidth" else ""))
             values.append(row["npu/cpu"])
@@ -72,7 +88,8 @@ def chart(rows: list, path: str) -> None:
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("ratio to CPU eager (time: lower is better; bandwidth: higher is better)")
+    ax.set_xlabel("ratio to CPU eager, or for half rows (orange) to float32 on npu "
+                  "(time: lower is better; bandwidth: higher is better)")
     ax.set_title(f"softnpu / CPU, {platform.node()}, {time.strftime('%Y-%m-%d %H:%M')}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -85,15 +102,19 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
     names = [n for n in cases.CASES if not args.only or any(s in n for s in args.only)]
+    host = softnpu.host.describe()
+    present = [name for name, has in host["features"].items() if has]
     print(f"softnpu benchmarks: torch {torch.__version__}, {os.cpu_count()} host cores, "
-          f"{torch.npu.get_device_properties(0).multi_processor_count} AI cores per npu, {args.rounds} rounds\n")
+          f"{torch.npu.get_device_properties(0).multi_processor_count} AI cores per npu, {args.rounds} rounds")
+    print(f"host: {host['cpu']}; half-precision features: {', '.join(present) or 'none'}")
+    print("half precision: " + "; ".join(f"{k} {v}" for k, v in host["half_compute"].items()) + "\n")
     rows = []
     for name in names:
         row = run_case(name, args.rounds)
         rows.append(row)
         print(format_row(row), flush=True)
     with open(os.path.join(RESULTS, "bench.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "host_cores": os.cpu_count(), "rows": rows}, f, indent=2)
+        json.dump({"torch": torch.__version__, "host_cores": os.cpu_count(), "host": host, "rows": rows}, f, indent=2)
     chart(rows, os.path.join(RESULTS, "bench.png"))
     print(f"\nwrote {os.path.relpath(RESULTS)}/bench.json and bench.png")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 import torch_npu  # noqa: F401  (optional: `import torch` alone registers the npu device)
+import softnpu.host
 from torch import nn
 from torch.npu.amp import GradScaler, autocast
 from torch.utils.data import DataLoader, TensorDataset
@@ -95,8 +96,10 @@ def main():
     test_loader = DataLoader(test_set, batch_size=1024)
 
     props = torch.npu.get_device_properties(0)
+    with autocast():
+        amp_dtype = str(torch.get_autocast_dtype("npu")).removeprefix("torch.")
     print(f"Training on npu:0 ({props.name}, {props.total_memory >> 20} MiB, {props.multi_processor_count} AI cores)"
-          f" with mixed precision (float16)")
+          f" with mixed precision ({amp_dtype}: its matrix ops {softnpu.host.half_compute()[amp_dtype]})")
     print(f"Task: {TRAIN_SAMPLES} points in {FEATURES} dimensions, {CLASSES} classes of {CLUSTERS_PER_CLASS} clusters "
           f"each; model: MLP {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}\n")
 
@@ -143,7 +146,8 @@ def main():
     # asynchronous path yet). A training loop that avoids them keeps the host ahead of the device.
     sync = torch.npu.sync_points()
     by_op = ", ".join(f"{op} x{n}" for op, n in sorted(sync["by_op"].items(), key=lambda kv: -kv[1]))
-    print(f"\nDone in {elapsed:.1f} s ({EPOCHS * TRAIN_SAMPLES / elapsed:,.0f} samples/s): final loss {train_loss:.3f}, "
+    print(f"\nDone in {elapsed:.1f} s ({EPOCHS * TRAIN_SAMPLES / elapsed:,.0f} samples/s, AMP {amp_dtype}): "
+          f"final loss {train_loss:.3f}, "
           f"accuracy {train_acc:.1%}, test accuracy {test_acc:.1%}")
     print(f"Peak device memory {torch.npu.max_memory_allocated() / 2**20:.1f} MiB; "
           f"sync points {sync['total']}" + (f" ({by_op})" if by_op else ""))

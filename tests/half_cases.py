@@ -78,6 +78,7 @@ CASES = {
     "pow": lambda d, dev: torch.pow(*_operands(d, dev, (4096,)), 2),
     "norm": lambda d, dev: torch.norm(*_operands(d, dev, (4096,))),
     "vector_norm over a dim": lambda d, dev: torch.linalg.vector_norm(*_operands(d, dev, (64, 128)), ord=3, dim=1),
+    "vector_norm with dtype=": lambda d, dev: torch.linalg.vector_norm(*_operands(d, dev, (64, 128)), dtype=d),
     "queued chain": _chain,
 }
 

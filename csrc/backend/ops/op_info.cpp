@@ -103,7 +103,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
       if (args[i].is_out()) out_args.push_back(static_cast<int>(i));
     }
     if (is_generator(args[i].type())) generator_args.push_back(static_cast<int>(i));
-    if (is_scalar_type(args[i].type())) dtype_args.push_back(static_cast<int>(i));
+    if (is_scalar_type(args[i].real_type())) dtype_args.push_back(static_cast<int>(i));
   }
   bool all_returns_alias = !schema.returns().empty();
   for (const auto& ret : schema.returns()) {

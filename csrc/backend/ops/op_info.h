@@ -39,7 +39,7 @@ struct OpInfo {
   // The half-precision dtypes in which the op may compute in float32 (ops/cube.h): the matrix and convolution
   // family, and a few ops whose half-precision CPU kernels are slow.
   unsigned float32_dtypes = 0;
-  std::vector<int> dtype_args;  // ScalarType arguments (mean's dtype=, ...), which the float32 route widens too
+  std::vector<int> dtype_args;  // ScalarType arguments (norm's dtype=, ...): the float32 route widens them too
 
   std::vector<int> written_args;  // arguments the op writes (in-place self, out= tensors, running stats, ...)
   std::vector<int> out_args;      // the subset declared out= (kwarg outputs, which the op may resize)
