@@ -6,6 +6,7 @@
 //
 // tests/test_accelerator_ops.py audits the dispatcher for other ops without a CPU kernel and lists why each needs none.
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 namespace softnpu {
@@ -108,13 +109,13 @@ at::ScalarType stats_dtype(const at::Tensor& input) {
   return at::isReducedFloatingType(input.scalar_type()) ? at::kFloat : input.scalar_type();
 }
 
-std::tuple<at::Tensor, at::Tensor> batch_norm_stats(const at::Tensor& input, double eps) {
+std::tuple<at::Tensor, at::Tensor> sync_bn_stats(const at::Tensor& input, double eps) {
   const at::Tensor x = input.to(stats_dtype(input));
   auto [var, mean] = at::var_mean(x, reduce_dims(input), /*correction=*/0, /*keepdim=*/false);
   return {mean, (var + eps).rsqrt()};
 }
 
-at::Tensor batch_norm_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+at::Tensor sync_bn_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                             const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& invstd,
                             double /*eps: already in invstd*/) {
   at::Tensor out = (input - per_channel(mean, input)) * per_channel(invstd, input);
@@ -123,9 +124,16 @@ at::Tensor batch_norm_elemt(const at::Tensor& input, const std::optional<at::Ten
   return out.to(input.scalar_type());
 }
 
+at::Tensor& sync_bn_elemt_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& invstd,
+                              double eps, at::Tensor& out) {
+  at::native::resize_output(out, input.sizes());
+  return out.copy_(sync_bn_elemt(input, weight, bias, mean, invstd, eps));
+}
+
 // Combines the statistics of every rank (rows of mean and invstd, counts[i] samples each) and updates the running
 // statistics with the unbiased variance, as BatchNorm does.
-std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts(
+std::tuple<at::Tensor, at::Tensor> sync_bn_gather_stats_with_counts(
     const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
     double eps, const at::Tensor& counts) {
@@ -143,15 +151,15 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts(
   return {global_mean, (global_var + eps).rsqrt()};
 }
 
-std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats(
+std::tuple<at::Tensor, at::Tensor> sync_bn_gather_stats(
     const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, double momentum,
     double eps, int64_t count) {
   const at::Tensor counts = at::full({mean.size(0)}, count, mean.options());
-  return batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts);
+  return sync_bn_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sync_bn_backward_reduce(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
   const auto dims = reduce_dims(input);
@@ -164,7 +172,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_r
           bias_g ? sum_dy.to(param_dtype) : at::Tensor()};
 }
 
-at::Tensor batch_norm_backward_elemt(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+at::Tensor sync_bn_backward_elemt(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
                                      const at::Tensor& invstd, const std::optional<at::Tensor>& weight,
                                      const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
   const at::Tensor total = count.to(mean.scalar_type()).sum();
@@ -185,12 +193,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
   m.impl("_thnn_fused_gru_cell", gru_cell);
   m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
-  m.impl("batch_norm_stats", batch_norm_stats);
-  m.impl("batch_norm_elemt", batch_norm_elemt);
-  m.impl("batch_norm_gather_stats", batch_norm_gather_stats);
-  m.impl("batch_norm_gather_stats_with_counts", batch_norm_gather_stats_with_counts);
-  m.impl("batch_norm_backward_reduce", batch_norm_backward_reduce);
-  m.impl("batch_norm_backward_elemt", batch_norm_backward_elemt);
+  m.impl("batch_norm_stats", sync_bn_stats);
+  m.impl("batch_norm_elemt", sync_bn_elemt);
+  m.impl("batch_norm_elemt.out", sync_bn_elemt_out);
+  m.impl("batch_norm_gather_stats", sync_bn_gather_stats);
+  m.impl("batch_norm_gather_stats_with_counts", sync_bn_gather_stats_with_counts);
+  m.impl("batch_norm_backward_reduce", sync_bn_backward_reduce);
+  m.impl("batch_norm_backward_elemt", sync_bn_backward_elemt);
 }
 
 }  // namespace softnpu
