@@ -493,6 +493,9 @@ DeviceAllocatorState& state(c10::DeviceIndex device) {
 }
 
 void free_block(void* ctx) {
+  // In a bad fork the block belongs to the parent's pools, whose lock a parent thread may have held at fork time:
+  // the child leaves it alone (its memory goes with the process).
+  if (C10_UNLIKELY(in_bad_fork())) return;
   Block* block = static_cast<Block*>(ctx);
   state(block->device).free(block);
 }
@@ -505,6 +508,7 @@ NPUCachingAllocator* NPUCachingAllocator::get() {
 }
 
 c10::DataPtr NPUCachingAllocator::allocate_on(size_t nbytes, const NPUStream& stream) {
+  check_not_in_bad_fork();  // a cached block would be handed out without entering the runtime
   const c10::Device device = stream.device();
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
   Block* block = state(device.index()).malloc(nbytes, stream.handle());

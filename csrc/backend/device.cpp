@@ -32,6 +32,12 @@ c10::DeviceIndex device_count_noexcept() noexcept {
   }
 }
 
+bool in_bad_fork() noexcept { return snpuIsForkedChild() != 0; }
+
+void check_not_in_bad_fork() {
+  if (C10_UNLIKELY(in_bad_fork())) throw_npu_error(snpuErrorForked, "check_not_in_bad_fork");
+}
+
 void check_device_index(c10::DeviceIndex device) {
   const auto n = device_count();
   TORCH_CHECK(device >= 0 && device < n, "Invalid device index npu:", static_cast<int>(device), ": ", static_cast<int>(n),

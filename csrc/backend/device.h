@@ -19,4 +19,11 @@ c10::DeviceIndex exchange_device(c10::DeviceIndex device);
 // Raises unless 0 <= device < device_count().
 void check_device_index(c10::DeviceIndex device);
 
+// Whether this process is a child forked after the runtime was initialized (torch.cuda's "bad fork"): the runtime
+// refuses every call there, and backend state inherited from the parent (allocator pools, cached streams) must not
+// be used or freed. Cheap and never raises.
+bool in_bad_fork() noexcept;
+// Raises CUDA's error for a forked child ("Cannot re-initialize NPU in forked subprocess...") in a bad fork.
+void check_not_in_bad_fork();
+
 }  // namespace softnpu

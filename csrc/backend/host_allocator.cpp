@@ -2,6 +2,7 @@
 
 #include <ATen/core/CachingHostAllocator.h>
 
+#include "backend/device.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -37,6 +38,16 @@ class PinnedUseEvent {
 };
 
 struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, PinnedUseEvent> {
+  // In a bad fork, as the device allocator: the pools and their locks are the parent's.
+  std::pair<void*, void*> allocate(size_t size) override {
+    check_not_in_bad_fork();
+    return CachingHostAllocatorImpl::allocate(size);
+  }
+
+  void free(void* ctx) override {
+    if (!in_bad_fork()) CachingHostAllocatorImpl::free(ctx);
+  }
+
  private:
   void allocate_host_memory(size_t size, void** ptr) override { NPU_CHECK(snpuMallocHost(ptr, size)); }
 

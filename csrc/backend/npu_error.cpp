@@ -54,6 +54,10 @@ void throw_npu_error(snpuError_t err, const char* what) {
       TORCH_CHECK(false, "NPU error: invalid device ordinal (", snpuGetLastErrorMessage(), ")");
     case snpuErrorInvalidConfig:
       TORCH_CHECK(false, "NPU configuration error: ", snpuGetLastErrorMessage());
+    case snpuErrorForked:
+      // torch.cuda's words, so multiprocessing users recognize it.
+      TORCH_CHECK(false, "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use "
+                         "the 'spawn' start method");
     default:
       TORCH_CHECK(false, "NPU error: ", snpuGetErrorName(err), ": ", snpuGetLastErrorMessage(), " (in ", what, ")");
   }

@@ -9,9 +9,11 @@ import os
 import sys
 
 import torch
+import softnpu_loader
 
-from . import _C  # noqa: F401  (loads the backend: kernels, guard, hooks, allocators)
-from . import npu
+softnpu_loader.check_torch()  # before the extension: under another torch it would fail on undefined symbols
+from . import _C  # noqa: E402,F401  (loads the backend: kernels, guard, hooks, allocators)
+from . import npu  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["npu", "__version__"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import softnpu_loader
 import torch
 
 from . import __version__, _C, host
@@ -50,13 +51,6 @@ def _env_table() -> list[_Var]:
     return [_Var(*row) for row in _C._env_table()]
 
 
-def _built_for_torch() -> str | None:
-    """The torch version softnpu was compiled against, as its build recorded it for find_package(softnpu)."""
-    config = _PACKAGE_DIR / "share" / "cmake" / "softnpu" / "softnpuConfig.cmake"
-    match = re.search(r'set\(SOFTNPU_TORCH_VERSION "([^"]+)"\)', config.read_text()) if config.exists() else None
-    return match.group(1) if match else None
-
-
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.0f} MiB"
 
@@ -79,14 +73,11 @@ class _Check:
 
 
 def _check_torch() -> str:
-    built_for = _built_for_torch()
-    if built_for is None:
-        raise _Failed("the torch softnpu was built for is not recorded (share/cmake/softnpu/softnpuConfig.cmake)",
-                      "reinstall softnpu (make build)")
-    found = f"torch {torch.__version__}; softnpu {__version__} was built for torch {built_for}"
-    if torch.__version__.split("+")[0] != built_for:
-        raise _Failed(found, f"install torch=={built_for}, or rebuild softnpu against this torch (make build)")
-    return found
+    # Under another torch softnpu does not import, and softnpu_loader.main reports this check's failure instead.
+    error = softnpu_loader.torch_version_error(torch.__version__)
+    if error is not None:
+        raise _Failed(str(error), "fix this first: the other checks need softnpu to load")
+    return f"torch {torch.__version__}; softnpu {__version__} was built for torch {softnpu_loader.TORCH_VERSION}"
 
 
 # A fresh interpreter that imports torch alone: softnpu's entry point must have renamed PrivateUse1 to npu.
@@ -240,7 +231,7 @@ def doctor() -> int:
 
 def report() -> int:
     print(f"softnpu {__version__}  {_PACKAGE_DIR}")
-    print(f"torch   {torch.__version__}  (softnpu was built for {_built_for_torch() or 'an unrecorded version'})")
+    print(f"torch   {torch.__version__}  (softnpu was built for {softnpu_loader.TORCH_VERSION})")
     print(f"python  {platform.python_version()}  {sys.executable}")
     print(f"host    {platform.platform()}, {os.cpu_count()} cores")
     features = host.features()

@@ -66,6 +66,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_device_count_noexcept", [] { return static_cast<int>(device_count_noexcept()); });
+  m.def("_is_in_bad_fork", [] { return in_bad_fork(); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_exchange_device", [](int d) {

@@ -73,6 +73,8 @@ snpuError_t snpuInit(void) {
   });
 }
 
+int snpuIsForkedChild(void) { return forked_child() ? 1 : 0; }
+
 snpuError_t snpuShutdown(void) {
   return guarded([&] {
     if (in_kernel()) return not_in_kernel("snpuShutdown");

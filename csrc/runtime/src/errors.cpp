@@ -32,6 +32,7 @@ const char* error_name(snpuError_t code) {
     case snpuErrorInvalidConfig: return "snpuErrorInvalidConfig";
     case snpuErrorNotPermitted: return "snpuErrorNotPermitted";
     case snpuErrorInternal: return "snpuErrorInternal";
+    case snpuErrorForked: return "snpuErrorForked";
   }
   return "snpuErrorUnknown";
 }

@@ -1,5 +1,7 @@
 #include "runtime_state.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -17,6 +19,23 @@ namespace {
 std::atomic<Runtime*> g_runtime{nullptr};
 std::mutex g_lifecycle_mutex;  // serializes creation and shutdown
 uint64_t g_epoch = 0;          // guarded by g_lifecycle_mutex
+// A runtime exists, or is being created or destroyed (guarded writes, under g_lifecycle_mutex).
+std::atomic<bool> g_in_use{false};
+std::atomic<bool> g_forked{false};  // a child forked while the runtime was in use
+
+// A child forked while the runtime was in use only marks itself: its Runtime, queues and locks (the lifecycle lock
+// included, which another thread may have held) are copies whose compute threads do not exist here, so nothing may
+// touch them, not even to free them.
+void on_fork_child() {
+  if (g_in_use.load(std::memory_order_relaxed)) g_forked.store(true, std::memory_order_relaxed);
+}
+
+snpuError_t forked_error() {
+  return fail(snpuErrorForked,
+              "the runtime was initialized before this process was forked, and its compute threads exist only in "
+              "the parent: a forked child cannot use the devices (start child processes with spawn, or fork before "
+              "the first use)");
+}
 
 struct CurrentDevice {
   uint64_t epoch = 0;
@@ -93,16 +112,23 @@ snpuError_t Runtime::invalid_device(int index, const char* call) const {
                                           " devices are visible (SOFTNPU_DEVICE_COUNT, ASCEND_RT_VISIBLE_DEVICES)");
 }
 
+bool forked_child() { return g_forked.load(std::memory_order_relaxed); }
+
 snpuError_t acquire_runtime(Runtime** out) {
+  if (forked_child()) return forked_error();
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (!rt) {
     std::lock_guard lock(g_lifecycle_mutex);
     rt = g_runtime.load(std::memory_order_relaxed);
     if (!rt) {
+      static std::once_flag fork_handler;
+      std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
+      g_in_use.store(true, std::memory_order_relaxed);
       Config config;
       try {
         config = load_config();
       } catch (const env::EnvError& e) {
+        g_in_use.store(false, std::memory_order_relaxed);
         return fail(snpuErrorInvalidConfig, e.what());
       }
       log::configure(config.log_level, config.log_to_stdout, config.log_dir);
@@ -118,6 +144,7 @@ snpuError_t acquire_runtime(Runtime** out) {
 }
 
 snpuError_t shutdown_runtime() {
+  if (forked_child()) return forked_error();  // waiting for the parent's devices would never end
   std::lock_guard lock(g_lifecycle_mutex);
   Runtime* rt = g_runtime.load(std::memory_order_relaxed);
   if (!rt) return snpuSuccess;
@@ -126,6 +153,7 @@ snpuError_t shutdown_runtime() {
   SNPU_LOG(log::kInfo, "runtime shut down");
   log::close();
   stats::unpublish();
+  g_in_use.store(false, std::memory_order_relaxed);
   return snpuSuccess;
 }
 

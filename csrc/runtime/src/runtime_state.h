@@ -40,11 +40,15 @@ class Runtime {
   snpuError_t invalid_device(int index, const char* call) const;
 };
 
+// Whether this process is a child forked after the runtime was initialized (runtime.h, Fork).
+bool forked_child();
+
 // The runtime, creating it on first use. Fails with snpuErrorInvalidConfig (message naming the variable) when the
-// environment is malformed.
+// environment is malformed, and with snpuErrorForked in a child forked after initialization.
 snpuError_t acquire_runtime(Runtime** out);
 
 // Waits for all work, then destroys the runtime: handles become invalid, memory is freed, statistics unpublished.
+// snpuErrorForked in a child forked after initialization.
 snpuError_t shutdown_runtime();
 
 int current_device_index(const Runtime& rt);

@@ -1,6 +1,5 @@
 """Devices: counting, selecting, properties, synchronization (torch.cuda's device functions, for npu)."""
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -11,36 +10,27 @@ import torch
 from .. import _C
 
 _initialized = False
-_bad_fork = False
 _init_lock = threading.Lock()
 
 
-def _after_fork_in_child():
-    global _bad_fork
-    # The runtime's compute threads do not survive fork: a forked child must not use the parent's device.
-    if _initialized:
-        _bad_fork = True
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _is_in_bad_fork() -> bool:
-    return _bad_fork
+    """Whether this is a child forked after the runtime was initialized (torch.cuda's bad fork). The runtime's compute
+    threads exist only in the parent, so the runtime refuses every npu use here, tensor ops and copies included."""
+    return _C._is_in_bad_fork()
 
 
 def _lazy_init() -> None:
     global _initialized
     if is_initialized():
         return
+    if _is_in_bad_fork():  # before the lock, which a parent's thread may have held when it forked
+        raise RuntimeError(
+            "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use the "
+            "'spawn' start method"
+        )
     with _init_lock:
         if is_initialized():
             return
-        if _bad_fork:
-            raise RuntimeError(
-                "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use the "
-                "'spawn' start method"
-            )
         _C._device_count()  # starts the runtime; a malformed SOFTNPU_*/ASCEND_* variable raises here, named
         _initialized = True
 
@@ -64,14 +54,14 @@ def _device_index(device: Any, optional: bool = False) -> int:
 
 def is_available() -> bool:
     """Whether an npu device can be used (never raises)."""
-    if _bad_fork:
+    if _is_in_bad_fork():
         return False
     return _C._device_count_noexcept() > 0
 
 
 def is_initialized() -> bool:
     # As torch.cuda: a forked child of an initialized process is not initialized (and cannot be).
-    return _initialized and not _bad_fork
+    return _initialized and not _is_in_bad_fork()
 
 
 def init() -> None:
@@ -80,7 +70,7 @@ def init() -> None:
 
 
 def device_count() -> int:
-    if _bad_fork:
+    if _is_in_bad_fork():
         return 0
     return _C._device_count_noexcept()
 

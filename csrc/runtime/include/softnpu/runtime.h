@@ -13,6 +13,10 @@
  *    and returns a kernel's error itself.
  *  - Every call initializes the runtime on first use (snpuInit); a malformed environment variable makes that
  *    call fail with snpuErrorInvalidConfig, naming the variable.
+ *  - Fork. The runtime's compute threads do not exist in a child forked after the runtime was initialized, so in
+ *    such a child every call fails at once with snpuErrorForked (nothing waits for work that would never run) and
+ *    the parent's handles and memory stay untouched. A child forked before initialization (or after
+ *    snpuShutdown) initializes its own runtime as usual.
  *  - The current device is per host thread (default 0). A NULL stream means the default stream of the current
  *    device.
  *  - Kernel errors. A kernel that fails records its name and message on its stream; the stream stays usable and
@@ -49,7 +53,8 @@ typedef enum snpuError {
   snpuErrorKernelFailed = 7,     /* a kernel on the stream failed; see snpuGetLastKernelError */
   snpuErrorInvalidConfig = 8,    /* a malformed environment variable */
   snpuErrorNotPermitted = 9,     /* the call is not allowed here (e.g. synchronizing from inside a kernel) */
-  snpuErrorInternal = 10
+  snpuErrorInternal = 10,
+  snpuErrorForked = 11           /* a child forked after the runtime was initialized cannot use it (see Fork) */
 } snpuError_t;
 
 /* SYNC. Readable name of an error code ("snpuErrorMemoryAllocation"). Never NULL. */
@@ -68,6 +73,10 @@ SNPU_API snpuError_t snpuGetLastKernelError(const char** kernel_name, const char
 
 /* SYNC. Reads the configuration and creates the devices. Idempotent; every other call does it implicitly. */
 SNPU_API snpuError_t snpuInit(void);
+
+/* SYNC. 1 in a child forked after the runtime was initialized (every other call then fails with snpuErrorForked),
+ * else 0. Never fails and never initializes the runtime: a cheap check for callers with state of their own. */
+SNPU_API int snpuIsForkedChild(void);
 
 /* SYNC. Waits for all work, stops every compute thread, frees all device and pinned memory, removes the published
  * statistics. Every handle becomes invalid; a later call initializes anew. */
