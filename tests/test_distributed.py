@@ -1,4 +1,4 @@
-"""torch.distributed on npu: the hccl backend (softnpu's collectives over Gloo) and DistributedDataParallel.
+"""torch.distributed on npu: the hccl backend (softnpu's collectives over Gloo), DistributedDataParallel and FSDP.
 
 Two worker processes (rank r on npu:r) run every scenario below in turn, once, each in a process group of its own
 (a fresh FileStore), so a failure or a hang in one scenario leaves the others unaffected: a hung collective fails
@@ -20,7 +20,7 @@ from conftest import start_python
 
 WORLD_SIZE = 2
 GROUP_TIMEOUT = datetime.timedelta(seconds=10)  # a hung collective fails after this
-WORKERS_TIMEOUT = 90  # seconds for all scenarios (about 10 when nothing hangs)
+WORKERS_TIMEOUT = 120  # seconds for all scenarios (about 25 when nothing hangs)
 
 # name -> (backend passed to init_process_group, function(rank, device))
 SCENARIOS = {}
@@ -562,6 +562,77 @@ def ddp_matches_single_process_training(rank, device):
         ref_opt.zero_grad()
     for p, ref_p in zip(ddp.parameters(), reference.parameters()):
         torch.testing.assert_close(p.detach().cpu(), ref_p.detach().cpu())
+
+
+# ---------------------------------------------------------------- FullyShardedDataParallel
+
+
+def _train_sharded(rank, device, wrap, steps=4):
+    """Trains a small model wrapped by `wrap` on this rank's half of a batch; returns the full parameters (every
+    rank's the same) and the same training on the CPU without FSDP, on the whole batch (FSDP averages gradients
+    over the ranks, so with equal halves that is the mean loss of the whole batch)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 3))
+    reference = copy.deepcopy(model)
+    sharded = wrap(copy.deepcopy(model).to(device))
+    opt = torch.optim.SGD(sharded.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(steps, 8, 8), torch.randn(steps, 8, 3)  # the same on both ranks (seeded)
+    half = slice(4 * rank, 4 * (rank + 1))
+    loss_fn = torch.nn.MSELoss()
+    for step in range(steps):
+        loss_fn(sharded(x[step, half].to(device)), y[step, half].to(device)).backward()
+        opt.step()
+        opt.zero_grad()
+        loss_fn(reference(x[step]), y[step]).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    return sharded, reference
+
+
+def _assert_full_params_match(params, reference):
+    for p, ref_p in zip(params, reference.parameters()):
+        p = p.detach()
+        gathered = [torch.empty_like(p) for _ in range(WORLD_SIZE)]
+        dist.all_gather(gathered, p)
+        torch.testing.assert_close(gathered[0].cpu(), gathered[1].cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(p.cpu(), ref_p.detach(), rtol=1e-5, atol=1e-6)
+
+
+@scenario()
+def fsdp_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    sharded, reference = _train_sharded(rank, device, lambda m: FSDP(m, device_id=device, use_orig_params=True))
+    assert all(p.device == device for p in sharded.parameters())
+    with FSDP.summon_full_params(sharded):
+        _assert_full_params_match(list(sharded.parameters()), reference)
+
+
+@scenario()
+def fsdp_with_nested_units_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    policy = ModuleWrapPolicy({torch.nn.Linear})
+    sharded, reference = _train_sharded(rank, device, lambda m: FSDP(m, device_id=device, auto_wrap_policy=policy))
+    with FSDP.summon_full_params(sharded):
+        _assert_full_params_match(list(sharded.parameters()), reference)
+
+
+@scenario()
+def fsdp2_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import fully_shard
+
+    def wrap(model):
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        return fully_shard(model)
+
+    sharded, reference = _train_sharded(rank, device, wrap)
+    _assert_full_params_match([p.full_tensor() for p in sharded.parameters()], reference)
 
 
 # ---------------------------------------------------------------- tests
