@@ -1,4 +1,4 @@
-"""torch.distributed on npu: the hccl backend (softnpu's collectives over Gloo) and DistributedDataParallel.
+"""torch.distributed on npu: the hccl backend (softnpu's collectives over Gloo), DistributedDataParallel and FSDP.
 
 Two worker processes (rank r on npu:r) run every scenario below in turn, once, each in a process group of its own
 (a fresh FileStore), so a failure or a hang in one scenario leaves the others unaffected: a hung collective fails
@@ -20,7 +20,7 @@ from conftest import start_python
 
 WORLD_SIZE = 2
 GROUP_TIMEOUT = datetime.timedelta(seconds=10)  # a hung collective fails after this
-WORKERS_TIMEOUT = 90  # seconds for all scenarios (about 10 when nothing hangs)
+WORKERS_TIMEOUT = 120  # seconds for all scenarios (about 25 when nothing hangs)
 
 # name -> (backend passed to init_process_group, function(rank, device))
 SCENARIOS = {}
@@ -269,6 +269,151 @@ def barrier_orders_ranks(rank, device):
     assert min(left_0, left_1) >= max(entered_0, entered_1)
 
 
+# ---------------------------------------------------------------- the same calls as Gloo on the CPU
+#
+# Each call runs twice in one "cpu:gloo,npu:hccl" group: on npu tensors (hccl) and on the same values on the CPU
+# (gloo); the npu results must be Gloo's. Where HCCL and NCCL accept shapes Gloo does not (the "into tensor"
+# collectives take any shapes whose element counts match), the CPU call uses the shapes Gloo takes.
+
+
+def rank_values(rank, *shape, seed=0):
+    """Different values on each rank, the same on every run."""
+    g = torch.Generator().manual_seed(1000 * seed + rank)
+    return torch.randn(shape, generator=g)
+
+
+def assert_same(actual, expected):
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def all_gather_into_tensor_takes_any_shapes(rank, device):
+    for in_shape in [(5,), (1, 5), (2, 3), (3, 1, 2), ()]:
+        x = rank_values(rank, *in_shape)
+        n = x.numel()
+        expected = torch.empty(WORLD_SIZE * n)
+        dist.all_gather_into_tensor(expected, x.reshape(-1))  # flat, which Gloo takes
+        for out_shape in [(WORLD_SIZE * n,), (WORLD_SIZE, *in_shape), (WORLD_SIZE * n, 1), (1, WORLD_SIZE * n)]:
+            out = torch.full(out_shape, -1.0, device=device)
+            dist.all_gather_into_tensor(out, x.to(device))
+            assert out.shape == out_shape
+            assert_same(out.reshape(-1), expected)
+    # accelerate.gather's pattern: a flat buffer for a 2-D input, viewed back as rows.
+    x = rank_values(rank, 3, 4)
+    out = torch.empty(WORLD_SIZE * x.numel(), device=device)
+    dist.all_gather_into_tensor(out, x.to(device))
+    expected = torch.empty(WORLD_SIZE * 3, 4)
+    dist.all_gather_into_tensor(expected, x)
+    assert_same(out.view(-1, 4), expected)
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def reduce_scatter_tensor_takes_any_shapes(rank, device):
+    for out_shape in [(5,), (1, 5), (2, 3)]:
+        n = torch.Size(out_shape).numel()
+        x = rank_values(rank, WORLD_SIZE * n)
+        expected = torch.empty(n)
+        dist.reduce_scatter_tensor(expected, x)
+        for in_shape in [(WORLD_SIZE * n,), (WORLD_SIZE, *out_shape), (WORLD_SIZE * out_shape[0], *out_shape[1:]),
+                         (1, WORLD_SIZE * n)]:
+            out = torch.full(out_shape, -1.0, device=device)
+            dist.reduce_scatter_tensor(out, x.view(in_shape).to(device))
+            assert out.shape == out_shape
+            assert_same(out.reshape(-1), expected)
+    x = rank_values(rank, WORLD_SIZE * 4)
+    for op in [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.AVG]:
+        expected = torch.empty(4)
+        dist.reduce_scatter_tensor(expected, x, op=op)
+        out = torch.empty(2, 2, device=device)
+        dist.reduce_scatter_tensor(out, x.view(WORLD_SIZE, 2, 2).to(device), op=op)
+        torch.testing.assert_close(out.reshape(-1).cpu(), expected)
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def into_tensor_sizes_must_match(rank, device):
+    with pytest.raises(ValueError, match="world_size times input tensor size"):
+        dist.all_gather_into_tensor(torch.empty(7, device=device), torch.empty(4, device=device))
+    with pytest.raises(ValueError, match="world_size times output tensor size"):
+        dist.reduce_scatter_tensor(torch.empty(4, device=device), torch.empty(2, 3, device=device))
+    with pytest.raises(TypeError, match="same type"):
+        dist.all_gather_into_tensor(torch.empty(8, device=device, dtype=torch.float64), torch.empty(4, device=device))
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def list_collectives_match_gloo(rank, device):
+    x = rank_values(rank, 2, 3)
+    expected = [torch.empty(2, 3) for _ in range(WORLD_SIZE)]
+    dist.all_gather(expected, x)
+    outs = [torch.empty(2, 3, device=device) for _ in range(WORLD_SIZE)]
+    dist.all_gather(outs, x.to(device))
+    for out, exp in zip(outs, expected):
+        assert_same(out, exp)
+
+    ins = [rank_values(rank, 3, 2, seed=i) for i in range(WORLD_SIZE)]
+    expected = torch.empty(3, 2)
+    dist.reduce_scatter(expected, ins)
+    out = torch.empty(3, 2, device=device)
+    dist.reduce_scatter(out, [t.to(device) for t in ins])
+    assert_same(out, expected)
+
+    for dst in range(WORLD_SIZE):
+        expected = [torch.empty(2, 3) for _ in range(WORLD_SIZE)] if rank == dst else None
+        dist.gather(x, expected, dst=dst)
+        outs = [torch.empty(2, 3, device=device) for _ in range(WORLD_SIZE)] if rank == dst else None
+        dist.gather(x.to(device), outs, dst=dst)
+        if rank == dst:
+            for out, exp in zip(outs, expected):
+                assert_same(out, exp)
+
+    for src in range(WORLD_SIZE):
+        chunks = [rank_values(rank, 4, seed=i) for i in range(WORLD_SIZE)] if rank == src else None
+        expected = torch.empty(4)
+        dist.scatter(expected, chunks, src=src)
+        out = torch.empty(4, device=device)
+        dist.scatter(out, [t.to(device) for t in chunks] if rank == src else None, src=src)
+        assert_same(out, expected)
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def all_to_all_single_matches_gloo(rank, device):
+    # Uneven splits of dim 0 of a 2-D tensor, and the even split of no split sizes.
+    in_splits = [[1, 2], [3, 0]][rank]
+    out_splits = [[1, 3], [2, 0]][rank]
+    x = rank_values(rank, sum(in_splits), 3)
+    expected = torch.empty(sum(out_splits), 3)
+    dist.all_to_all_single(expected, x, out_splits, in_splits)
+    out = torch.full((sum(out_splits), 3), -1.0, device=device)
+    dist.all_to_all_single(out, x.to(device), out_splits, in_splits)
+    assert_same(out, expected)
+    x = rank_values(rank, 4, 2)
+    expected = torch.empty(4, 2)
+    dist.all_to_all_single(expected, x)
+    out = torch.empty(4, 2, device=device)
+    dist.all_to_all_single(out, x.to(device))
+    assert_same(out, expected)
+
+
+@scenario()
+def monitored_barrier_in_an_hccl_group(rank, device):
+    if rank == 1:
+        time.sleep(0.3)
+    entered = time.time()
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=5))
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=5), wait_all_ranks=True)
+    left = time.time()
+    stamps = [torch.empty(2, dtype=torch.float64, device=device) for _ in range(WORLD_SIZE)]
+    dist.all_gather(stamps, torch.tensor([entered, left], dtype=torch.float64, device=device))
+    (entered_0, left_0), (entered_1, left_1) = (stamp.tolist() for stamp in stamps)
+    assert min(left_0, left_1) >= max(entered_0, entered_1)
+
+
+@scenario(backend="cpu:gloo,npu:hccl")
+def barriers_in_a_mixed_group(rank, device):
+    dist.barrier()
+    dist.barrier(device_ids=[rank])
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=5))
+
+
 @scenario()
 def object_collectives(rank, device):
     # Objects travel as npu tensors, on the group's only device type.
@@ -417,6 +562,77 @@ def ddp_matches_single_process_training(rank, device):
         ref_opt.zero_grad()
     for p, ref_p in zip(ddp.parameters(), reference.parameters()):
         torch.testing.assert_close(p.detach().cpu(), ref_p.detach().cpu())
+
+
+# ---------------------------------------------------------------- FullyShardedDataParallel
+
+
+def _train_sharded(rank, device, wrap, steps=4):
+    """Trains a small model wrapped by `wrap` on this rank's half of a batch; returns the full parameters (every
+    rank's the same) and the same training on the CPU without FSDP, on the whole batch (FSDP averages gradients
+    over the ranks, so with equal halves that is the mean loss of the whole batch)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 3))
+    reference = copy.deepcopy(model)
+    sharded = wrap(copy.deepcopy(model).to(device))
+    opt = torch.optim.SGD(sharded.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(steps, 8, 8), torch.randn(steps, 8, 3)  # the same on both ranks (seeded)
+    half = slice(4 * rank, 4 * (rank + 1))
+    loss_fn = torch.nn.MSELoss()
+    for step in range(steps):
+        loss_fn(sharded(x[step, half].to(device)), y[step, half].to(device)).backward()
+        opt.step()
+        opt.zero_grad()
+        loss_fn(reference(x[step]), y[step]).backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+    return sharded, reference
+
+
+def _assert_full_params_match(params, reference):
+    for p, ref_p in zip(params, reference.parameters()):
+        p = p.detach()
+        gathered = [torch.empty_like(p) for _ in range(WORLD_SIZE)]
+        dist.all_gather(gathered, p)
+        torch.testing.assert_close(gathered[0].cpu(), gathered[1].cpu(), rtol=0, atol=0)
+        torch.testing.assert_close(p.cpu(), ref_p.detach(), rtol=1e-5, atol=1e-6)
+
+
+@scenario()
+def fsdp_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    sharded, reference = _train_sharded(rank, device, lambda m: FSDP(m, device_id=device, use_orig_params=True))
+    assert all(p.device == device for p in sharded.parameters())
+    with FSDP.summon_full_params(sharded):
+        _assert_full_params_match(list(sharded.parameters()), reference)
+
+
+@scenario()
+def fsdp_with_nested_units_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    policy = ModuleWrapPolicy({torch.nn.Linear})
+    sharded, reference = _train_sharded(rank, device, lambda m: FSDP(m, device_id=device, auto_wrap_policy=policy))
+    with FSDP.summon_full_params(sharded):
+        _assert_full_params_match(list(sharded.parameters()), reference)
+
+
+@scenario()
+def fsdp2_matches_training_on_the_cpu(rank, device):
+    from torch.distributed.fsdp import fully_shard
+
+    def wrap(model):
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        return fully_shard(model)
+
+    sharded, reference = _train_sharded(rank, device, wrap)
+    _assert_full_params_match([p.full_tensor() for p in sharded.parameters()], reference)
 
 
 # ---------------------------------------------------------------- tests

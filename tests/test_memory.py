@@ -197,3 +197,42 @@ def test_memory_summary_and_snapshot():
     segments = torch.npu.memory_snapshot()
     assert any(seg["total_size"] >= SIZE and seg["allocated_size"] >= SIZE for seg in segments)
     del x
+
+
+# ---------------------------------------------------------------- storage resize (what FSDP does to its buffers)
+
+
+def _storage_values(storage, dtype=torch.float32):
+    return torch.empty(0, dtype=dtype, device=storage.device).set_(storage).cpu()
+
+
+@pytest.mark.parametrize("device", ["npu:0", "npu:1"])
+def test_storage_resize_keeps_the_device_and_the_data(device):
+    values = torch.arange(8, dtype=torch.float32)
+    for new_numel in [0, 3, 8, 12]:
+        t = values.to(device)
+        storage = t.untyped_storage()
+        storage.resize_(new_numel * 4)
+        expected = values.clone().untyped_storage()
+        expected.resize_(new_numel * 4)
+        assert storage.device == torch.device(device)
+        assert storage.nbytes() == new_numel * 4
+        assert t.device == torch.device(device)
+        keep = min(new_numel, 8)  # beyond the old size the contents are undefined, as on the CPU
+        torch.testing.assert_close(_storage_values(storage)[:keep], _storage_values(expected)[:keep])
+
+
+def test_storage_freed_to_zero_and_regrown_as_fsdp_does():
+    # FSDP frees a parameter's memory with storage().resize_(0) and brings it back with resize_(n) and a copy.
+    t = torch.zeros(1024, 256, device="npu:1")
+    torch.npu.synchronize(1)
+    allocated = torch.npu.memory_allocated(1)
+    t.untyped_storage().resize_(0)
+    assert torch.npu.memory_allocated(1) == allocated - t.numel() * 4
+    assert t.untyped_storage().device == torch.device("npu:1") and t.device == torch.device("npu:1")
+    t.untyped_storage().resize_(t.numel() * 4)
+    assert torch.npu.memory_allocated(1) == allocated
+    src = torch.randn(1024, 256)
+    t.copy_(src.to("npu:1"))
+    torch.testing.assert_close(t.cpu(), src, rtol=0, atol=0)
+    torch.testing.assert_close((t * 2).cpu(), src * 2)

@@ -5,13 +5,19 @@ Importing softnpu (which ``import torch`` does) registers it for the ``npu`` dev
 ``init_process_group()`` (torch picks ``Backend.default_device_backend_map["npu"]``) run collectives on npu tensors,
 DistributedDataParallel included. The backend carries them over Gloo through pinned host buffers, with HCCL's stream
 semantics (see csrc/backend/c10d/process_group_hccl.h).
+
+``dist.monitored_barrier`` works in groups with hccl too: torch allows it in Gloo groups only, and hccl has Gloo's.
 """
 
+import datetime
+import functools
+
+import torch
 import torch.distributed as dist
 
 from ._c10d import ProcessGroupHCCL
 
-__all__ = ["ProcessGroupHCCL", "is_hccl_available"]
+__all__ = ["ProcessGroupHCCL", "is_hccl_available", "monitored_barrier"]
 
 
 def is_hccl_available() -> bool:
@@ -23,3 +29,34 @@ def is_hccl_available() -> bool:
 dist.Backend.register_backend("hccl", ProcessGroupHCCL, devices=["npu"])
 # torch_npu adds it next to torch.distributed.is_nccl_available and is_gloo_available.
 dist.is_hccl_available = is_hccl_available
+
+
+def _hccl_of(group):
+    """The group's hccl backend, or None."""
+    try:
+        backend = group._get_backend(torch.device("npu"))
+    except RuntimeError:  # no backend for npu in this group
+        return None
+    return backend if isinstance(backend, ProcessGroupHCCL) else None
+
+
+_torch_monitored_barrier = dist.monitored_barrier
+
+
+@functools.wraps(_torch_monitored_barrier)
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    c10d = dist.distributed_c10d
+    if c10d._rank_not_in_group(group):
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    hccl = _hccl_of(c10d._get_default_group() if group is None else group)
+    if hccl is None:
+        return _torch_monitored_barrier(group, timeout, wait_all_ranks)
+    if timeout is None:  # the group's timeout, as Gloo's default
+        return hccl.monitored_barrier(wait_all_ranks=wait_all_ranks)
+    if isinstance(timeout, (int, float)):
+        timeout = datetime.timedelta(seconds=timeout)
+    return hccl.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
+dist.monitored_barrier = monitored_barrier
+dist.distributed_c10d.monitored_barrier = monitored_barrier

@@ -119,6 +119,29 @@ class WorkHCCL final : public c10d::Work {
   std::mutex unfinished_mutex_;
 };
 
+// NCCL's and HCCL's rules for the collectives between a tensor and a tensor `world_size` times its size: the same
+// dtype, and element counts that match whatever the shapes (flat or stacked).
+void check_into_tensor(const at::Tensor& small, const at::Tensor& large, int world_size, const char* title,
+                       const char* small_name, const char* large_name) {
+  if (small.scalar_type() != large.scalar_type())
+    C10_THROW_ERROR(TypeError, c10::str(title, ": ", large_name, " tensor must have the same type as ", small_name,
+                                        " tensor, got ", large.scalar_type(), " and ", small.scalar_type()));
+  if (small.numel() * world_size != large.numel())
+    C10_THROW_ERROR(ValueError, c10::str(title, ": ", large_name, " tensor size must be equal to world_size times ",
+                                         small_name, " tensor size (", world_size, " x ", small.numel(), " = ",
+                                         small.numel() * world_size, " elements), got ", large.numel(),
+                                         " elements"));
+}
+
+void check_into_tensors(const std::vector<at::Tensor>& smalls, const std::vector<at::Tensor>& larges, int world_size,
+                        const char* title, const char* small_name, const char* large_name) {
+  if (smalls.size() != larges.size())
+    C10_THROW_ERROR(ValueError, c10::str(title, ": expected as many ", large_name, " tensors as ", small_name,
+                                         " tensors, got ", larges.size(), " and ", smalls.size()));
+  for (size_t i = 0; i < smalls.size(); ++i)
+    check_into_tensor(smalls[i], larges[i], world_size, title, small_name, large_name);
+}
+
 }  // namespace
 
 // The npu tensors of one call and their pinned host buffers. Inputs are copied into their buffers at once
@@ -145,6 +168,18 @@ class Staging {
       outputs.push_back(t);
       host_outputs.push_back(host);
     }
+    return host;
+  }
+
+  // The buffer as a flat view, for the "into tensor" collectives: HCCL and NCCL read and write their buffers as
+  // flat memory (any shape with the right element count), where Gloo wants its chunks of dim 0 to have the input's
+  // exact shape. The copy back goes through the buffer of the tensor's own shape.
+  at::Tensor stage_flat(const at::Tensor& t, Use use) { return stage(t, use).view({-1}); }
+
+  std::vector<at::Tensor> stage_flat(const std::vector<at::Tensor>& ts, Use use) {
+    std::vector<at::Tensor> host;
+    host.reserve(ts.size());
+    for (const auto& t : ts) host.push_back(stage_flat(t, use));
     return host;
   }
 
@@ -256,8 +291,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& opts) {
   Staging s(c10d::OpType::_ALLGATHER_BASE, "hccl:all_gather_into_tensor");
-  auto host_in = s.stage(input, Staging::kIn);
-  auto host_out = s.stage(output, Staging::kOut);
+  check_into_tensor(input, output, size_, s.title, "input", "output");
+  auto host_in = s.stage_flat(input, Staging::kIn);
+  auto host_out = s.stage_flat(output, Staging::kOut);
   return run(s, [&] { return gloo_->_allgather_base(host_out, host_in, opts); });
 }
 
@@ -273,8 +309,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   Staging s(c10d::OpType::COALESCED, "hccl:all_gather_into_tensor_coalesced");
-  auto host_in = s.stage(inputs, Staging::kIn);
-  auto host_out = s.stage(outputs, Staging::kOut);
+  check_into_tensors(inputs, outputs, size_, s.title, "input", "output");
+  auto host_in = s.stage_flat(inputs, Staging::kIn);
+  auto host_out = s.stage_flat(outputs, Staging::kOut);
   return run(s, [&] { return gloo_->allgather_into_tensor_coalesced(host_out, host_in, opts); });
 }
 
@@ -310,8 +347,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
                                                                       const c10d::ReduceScatterOptions& opts) {
   Staging s(c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_tensor");
   check_reduce_op(opts.reduceOp, s.title);
-  auto host_in = s.stage(input, Staging::kIn);
-  auto host_out = s.stage(output, Staging::kOut);
+  check_into_tensor(output, input, size_, s.title, "output", "input");
+  auto host_in = s.stage_flat(input, Staging::kIn);
+  auto host_out = s.stage_flat(output, Staging::kOut);
   return run(s, [&] { return gloo_->_reduce_scatter_base(host_out, host_in, opts); });
 }
 
@@ -319,8 +357,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   Staging s(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "hccl:reduce_scatter_tensor_coalesced");
   check_reduce_op(opts.reduceOp, s.title);
-  auto host_in = s.stage(inputs, Staging::kIn);
-  auto host_out = s.stage(outputs, Staging::kOut);
+  check_into_tensors(outputs, inputs, size_, s.title, "output", "input");
+  auto host_in = s.stage_flat(inputs, Staging::kIn);
+  auto host_out = s.stage_flat(outputs, Staging::kOut);
   return run(s, [&] { return gloo_->reduce_scatter_tensor_coalesced(host_out, host_in, opts); });
 }
 

@@ -71,6 +71,11 @@ class ProcessGroupHCCL final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Gloo's: a barrier over the store-connected Gloo context that names the ranks that did not arrive in time. No
+  // npu work is involved, so nothing is staged.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    gloo_->monitoredBarrier(opts, wait_all_ranks);
+  }
 
  private:
   // Waits for the staged inputs, runs the Gloo op on the host buffers and wraps its Work.

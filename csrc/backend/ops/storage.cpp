@@ -13,8 +13,8 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const c10::DeviceGuard guard(storage->device());
   const NPUStream stream = getCurrentNPUStream();
-  c10::DataPtr new_data;
-  if (new_bytes > 0) new_data = NPUCachingAllocator::get()->allocate_on(new_bytes, stream);
+  // Even for 0 bytes: the allocator's empty DataPtr carries the device, a default-constructed one would say cpu.
+  c10::DataPtr new_data = NPUCachingAllocator::get()->allocate_on(new_bytes, stream);
   const size_t keep = std::min(new_bytes, storage->nbytes());
   if (keep > 0 && storage->data_ptr().get()) {
     NPU_CHECK(snpuMemcpyAsync(new_data.get(), storage->data_ptr().get(), keep, snpuMemcpyDeviceToDevice,
