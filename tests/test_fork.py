@@ -90,10 +90,14 @@ def test_a_forked_child_that_does_not_use_npu_works():
     assert result.lines == ["0 False"]
 
 
-def test_a_child_of_a_parent_that_never_used_npu_uses_it():
+@pytest.mark.parametrize("parent_asked", ["nothing", "availability"])
+def test_a_child_of_a_parent_that_never_used_npu_uses_it(parent_asked):
+    # Asking whether npu is there (transformers does at import) does not start the runtime, as with torch.cuda.
+    ask = "torch.npu.is_available(), torch.npu.device_count(), torch.npu.is_initialized()"
     result = run_python(
-        """
+        f"""
         import os, torch, torch_npu
+        {"print(" + ask + ")" if parent_asked == "availability" else ""}
         pid = os.fork()
         if pid == 0:
             import signal
@@ -104,7 +108,9 @@ def test_a_child_of_a_parent_that_never_used_npu_uses_it():
         print(os.waitstatus_to_exitcode(status), (torch.ones(2, device="npu") * 3).sum().item())
         """
     )
-    assert result.lines == ["0 6.0"]
+    assert result.lines[-1] == "0 6.0"
+    if parent_asked == "availability":
+        assert result.lines[0] == "True 2 False"
 
 
 DATALOADER = """

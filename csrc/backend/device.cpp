@@ -9,8 +9,9 @@
 namespace softnpu {
 
 namespace {
-// The count cannot change within a process once the runtime is up; cached so the hot paths that validate device
-// indices do not call into the runtime.
+// The count cannot change within a process once the runtime is up; cached from then on so the hot paths that
+// validate device indices do not call into the runtime. Before, counting does not start the runtime (runtime.h) and
+// follows the environment, as CUDA_VISIBLE_DEVICES set before CUDA's initialization does.
 std::atomic<int> g_count{-1};
 }  // namespace
 
@@ -18,9 +19,14 @@ c10::DeviceIndex device_count() {
   int n = g_count.load(std::memory_order_relaxed);
   if (n < 0) {
     NPU_CHECK(snpuGetDeviceCount(&n));
-    g_count.store(n, std::memory_order_relaxed);
+    if (snpuIsInitialized()) g_count.store(n, std::memory_order_relaxed);
   }
   return static_cast<c10::DeviceIndex>(n);
+}
+
+void init_runtime() {
+  NPU_CHECK(snpuInit());
+  device_count();
 }
 
 c10::DeviceIndex device_count_noexcept() noexcept {

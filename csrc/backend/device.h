@@ -6,10 +6,12 @@
 
 namespace softnpu {
 
-// Number of visible NPUs. Initializes the runtime; a configuration error raises (naming the variable).
+// Number of visible NPUs, without starting the runtime; a configuration error raises (naming the variable).
 c10::DeviceIndex device_count();
-// Same, but never raises: 0 when the runtime cannot start (for contracts that must not throw).
+// Same, but never raises: 0 when the configuration is malformed (for contracts that must not throw).
 c10::DeviceIndex device_count_noexcept() noexcept;
+// Starts the runtime (idempotent): a malformed SOFTNPU_*/ASCEND_* variable raises here, named.
+void init_runtime();
 
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex device);

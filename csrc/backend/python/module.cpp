@@ -64,6 +64,7 @@ int sleep_kernel(void* arg) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "softnpu: the npu device's bindings (use torch.npu)";
 
+  m.def("_init", [] { init_runtime(); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_device_count_noexcept", [] { return static_cast<int>(device_count_noexcept()); });
   m.def("_is_in_bad_fork", [] { return in_bad_fork(); });

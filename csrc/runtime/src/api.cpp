@@ -75,6 +75,8 @@ snpuError_t snpuInit(void) {
 
 int snpuIsForkedChild(void) { return forked_child() ? 1 : 0; }
 
+int snpuIsInitialized(void) { return initialized_runtime() ? 1 : 0; }
+
 snpuError_t snpuShutdown(void) {
   return guarded([&] {
     if (in_kernel()) return not_in_kernel("snpuShutdown");
@@ -86,11 +88,8 @@ snpuError_t snpuShutdown(void) {
 
 snpuError_t snpuGetDeviceCount(int* count) {
   return guarded([&] {
-    Runtime* rt;
-    if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (!count) return null_argument("snpuGetDeviceCount", "count");
-    *count = static_cast<int>(rt->devices.size());
-    return snpuSuccess;
+    return visible_device_count(count);
   });
 }
 

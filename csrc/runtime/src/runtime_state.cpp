@@ -114,6 +114,22 @@ snpuError_t Runtime::invalid_device(int index, const char* call) const {
 
 bool forked_child() { return g_forked.load(std::memory_order_relaxed); }
 
+Runtime* initialized_runtime() { return g_runtime.load(std::memory_order_acquire); }
+
+snpuError_t visible_device_count(int* count) {
+  if (forked_child()) return forked_error();
+  if (Runtime* rt = initialized_runtime()) {
+    *count = static_cast<int>(rt->devices.size());
+    return snpuSuccess;
+  }
+  try {
+    *count = static_cast<int>(load_config().visible.size());
+  } catch (const env::EnvError& e) {
+    return fail(snpuErrorInvalidConfig, e.what());
+  }
+  return snpuSuccess;
+}
+
 snpuError_t acquire_runtime(Runtime** out) {
   if (forked_child()) return forked_error();
   Runtime* rt = g_runtime.load(std::memory_order_acquire);

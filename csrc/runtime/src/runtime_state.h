@@ -43,6 +43,12 @@ class Runtime {
 // Whether this process is a child forked after the runtime was initialized (runtime.h, Fork).
 bool forked_child();
 
+// The runtime if it is initialized, else null (never creates it).
+Runtime* initialized_runtime();
+
+// The number of visible devices: the runtime's, or before initialization the configuration's (runtime.h).
+snpuError_t visible_device_count(int* count);
+
 // The runtime, creating it on first use. Fails with snpuErrorInvalidConfig (message naming the variable) when the
 // environment is malformed, and with snpuErrorForked in a child forked after initialization.
 snpuError_t acquire_runtime(Runtime** out);

@@ -101,6 +101,21 @@ TEST(Fork, AChildForkedBeforeInitializationHasItsOwnRuntime) {
   ASSERT_EQ(use_runtime(), 0);  // and so has the parent, initialized after the fork
 }
 
+TEST(Fork, CountingDevicesLeavesAChildFreeToUseThem) {
+  int count = 0;
+  ASSERT_SNPU(snpuGetDeviceCount(&count));
+  EXPECT_GT(count, 0);
+  EXPECT_EQ(snpuIsInitialized(), 0);
+  EXPECT_EQ(in_child([] { return snpuIsForkedChild() == 0 ? use_runtime() : 10; }), "exit 0");
+  ASSERT_SNPU(snpuInit());
+  EXPECT_EQ(snpuIsInitialized(), 1);
+  int after = 0;
+  ASSERT_SNPU(snpuGetDeviceCount(&after));
+  EXPECT_EQ(after, count);
+  ASSERT_SNPU(snpuShutdown());
+  EXPECT_EQ(snpuIsInitialized(), 0);
+}
+
 TEST(Fork, AChildForkedAfterShutdownHasItsOwnRuntime) {
   ASSERT_EQ(use_runtime(), 0);
   ASSERT_SNPU(snpuShutdown());

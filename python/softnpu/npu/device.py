@@ -31,7 +31,7 @@ def _lazy_init() -> None:
     with _init_lock:
         if is_initialized():
             return
-        _C._device_count()  # starts the runtime; a malformed SOFTNPU_*/ASCEND_* variable raises here, named
+        _C._init()  # a malformed SOFTNPU_*/ASCEND_* variable raises here, named
         _initialized = True
 
 

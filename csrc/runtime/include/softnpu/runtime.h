@@ -11,8 +11,9 @@
  *  - SYNC: the work is complete when the call returns. ASYNC: the call enqueues the work on a stream and returns;
  *    the work runs later, in stream order. Under ASCEND_LAUNCH_BLOCKING=1 every ASYNC call also waits for its work
  *    and returns a kernel's error itself.
- *  - Every call initializes the runtime on first use (snpuInit); a malformed environment variable makes that
- *    call fail with snpuErrorInvalidConfig, naming the variable.
+ *  - Every call initializes the runtime on first use (snpuInit), except the queries that say they do not (the fork
+ *    and initialization checks, the device count); a malformed environment variable makes that call fail with
+ *    snpuErrorInvalidConfig, naming the variable.
  *  - Fork. The runtime's compute threads do not exist in a child forked after the runtime was initialized, so in
  *    such a child every call fails at once with snpuErrorForked (nothing waits for work that would never run) and
  *    the parent's handles and memory stay untouched. A child forked before initialization (or after
@@ -78,6 +79,10 @@ SNPU_API snpuError_t snpuInit(void);
  * else 0. Never fails and never initializes the runtime: a cheap check for callers with state of their own. */
 SNPU_API int snpuIsForkedChild(void);
 
+/* SYNC. 1 once the runtime is initialized in this process (until snpuShutdown), else 0. Never fails and never
+ * initializes the runtime. */
+SNPU_API int snpuIsInitialized(void);
+
 /* SYNC. Waits for all work, stops every compute thread, frees all device and pinned memory, removes the published
  * statistics. Every handle becomes invalid; a later call initializes anew. */
 SNPU_API snpuError_t snpuShutdown(void);
@@ -91,7 +96,9 @@ typedef struct snpuDeviceProp {
   int physical_index;      /* index before ASCEND_RT_VISIBLE_DEVICES renumbering */
 } snpuDeviceProp;
 
-/* SYNC. Number of visible devices. */
+/* SYNC. Number of visible devices. Does not initialize the runtime: before initialization it reads the configuration,
+ * so that checking for devices (as torch.npu.is_available() does) leaves a child forked later free to use them. The
+ * count is fixed from initialization on; before it, a changed environment changes the answer. */
 SNPU_API snpuError_t snpuGetDeviceCount(int* count);
 /* SYNC. Sets / gets the calling thread's current device. */
 SNPU_API snpuError_t snpuSetDevice(int device);
