@@ -244,6 +244,28 @@ def test_mlp_gradients_match_cpu():
         torch.testing.assert_close(pn.detach().cpu(), pc.detach(), rtol=1e-4, atol=1e-5)
 
 
+def test_reduced_losses_match_cpu_without_warnings():
+    # Their out= CPU kernels resize the 0-dim result (a deprecation warning per call); the kernel must not use them.
+    code = """
+        import torch, torch_npu
+        import torch.nn.functional as F
+        torch.manual_seed(0)
+        a, b = torch.rand(4, 3, requires_grad=True), torch.rand(4, 3)
+        losses = [F.mse_loss, F.smooth_l1_loss, F.huber_loss, F.soft_margin_loss, F.binary_cross_entropy]
+        for reduction in ("mean", "sum"):
+            for loss in losses:
+                cpu = loss(a, b, reduction=reduction)
+                npu = loss(a.detach().npu().requires_grad_(), b.npu(), reduction=reduction)
+                npu.backward()
+                torch.testing.assert_close(npu.cpu(), cpu)
+        torch.npu.synchronize()
+        print("ok")
+        """
+    result = run_python(code)
+    assert result.lines == ["ok"]
+    assert "resized" not in result.stderr, result.stderr
+
+
 def test_input_gradients_through_views_and_broadcasting():
     torch.manual_seed(0)
     c = torch.randn(4, 5, requires_grad=True)

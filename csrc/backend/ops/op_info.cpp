@@ -2,7 +2,9 @@
 
 #include <ATen/core/function_schema.h>
 
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backend/ops/cube.h"
 #include "backend/ops/meta_cache.h"
@@ -80,6 +82,14 @@ bool outputs_shaped_by_cpu_kernel(const c10::FunctionSchema& schema) {
   return schema.name() == "aten::_embedding_bag";
 }
 
+// Losses whose out= CPU kernel first resizes a reduced (0-dim) result to the input's shape, which PyTorch warns of as
+// deprecated on every call: the functional kernel computes the same value without it.
+bool out_variant_resizes_its_result(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string> ops = {"aten::mse_loss", "aten::smooth_l1_loss", "aten::huber_loss",
+                                                      "aten::soft_margin_loss", "aten::binary_cross_entropy"};
+  return ops.count(schema.name()) > 0;
+}
+
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
@@ -125,7 +135,8 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-  if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor)
+  if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor &&
+      !out_variant_resizes_its_result(schema))
     out_variant = find_out_variant(schema);
   // Settles the cube's policy (and reads SOFTNPU_HALF_COMPUTE, raising its error) here on the host, before any
   // compute thread asks for it.
