@@ -14,9 +14,11 @@ import softnpu_loader
 softnpu_loader.check_torch()  # before the extension: under another torch it would fail on undefined symbols
 from . import _C  # noqa: E402,F401  (loads the backend: kernels, guard, hooks, allocators)
 from . import npu  # noqa: E402
+from . import fused, optim  # noqa: E402
+from .fused import *  # noqa: E402,F401,F403  (torch_npu.npu_fusion_attention, ...)
 
 __version__ = "0.1.0"
-__all__ = ["npu", "__version__"]
+__all__ = ["npu", "optim", "__version__", *fused.__all__]
 
 
 def _register():
