@@ -25,7 +25,9 @@ OUT_OF_RANGE = {
 # fallback.
 USE_DEVICE = """
 import torch, torch_npu
+from torch_npu.testing.common_utils import get_npu_device, test_seed
 try:
+    get_npu_device(), test_seed()
     x = torch.ones(4, device="npu")
     (x + x).cpu()
     (x @ x).cpu()

@@ -3,13 +3,13 @@
 import sys
 
 import softnpu
-from softnpu import __version__, distributed, npu, optim, profiler  # noqa: F401
+from softnpu import __version__, distributed, npu, optim, profiler, utils  # noqa: F401
 from softnpu.fused import *  # noqa: F401,F403  (npu_fusion_attention, npu_rms_norm, ...)
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.
 for _name, _module in list(sys.modules.items()):
     if _name.split(".")[:2] in (["softnpu", "npu"], ["softnpu", "profiler"], ["softnpu", "distributed"],
-                                ["softnpu", "optim"]):
+                                ["softnpu", "optim"], ["softnpu", "utils"]):
         sys.modules["torch_npu" + _name[len("softnpu"):]] = _module
 del _name, _module
