@@ -236,3 +236,22 @@ def test_storage_freed_to_zero_and_regrown_as_fsdp_does():
     t.copy_(src.to("npu:1"))
     torch.testing.assert_close(t.cpu(), src, rtol=0, atol=0)
     torch.testing.assert_close((t * 2).cpu(), src * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64, torch.bool])
+def test_deterministic_fill_of_new_memory_matches_the_cpu(dtype):
+    import torch.utils.deterministic
+
+    torch.empty(64, dtype=dtype, device="npu").fill_(1)  # leftovers the fill must hide
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        for make in (lambda d: torch.empty(5, dtype=dtype, device=d),
+                     lambda d: torch.empty_strided((2, 3), (1, 2), dtype=dtype, device=d),
+                     lambda d: torch.zeros(2, dtype=dtype, device=d).resize_(7)):
+            npu, cpu = make("npu").cpu(), make("cpu")
+            assert torch.equal(npu.isnan(), cpu.isnan()) if dtype.is_floating_point or dtype.is_complex else \
+                torch.equal(npu, cpu)
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = True

@@ -1,9 +1,12 @@
 // Ops with dedicated npu kernels: those that only create or re-describe tensors (allocation, views, storage
 // changes), which must never reach the executor, and those that read a value back to the host. Everything else takes
 // the generic path (executor.cpp).
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -29,13 +32,26 @@ void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
 }
 
+// As ATen's CPU and CUDA factories: under torch.use_deterministic_algorithms(True) with
+// torch.utils.deterministic.fill_uninitialized_memory, new memory holds NaN (floating, complex) or the type's maximum
+// (integers, bool), filled on the stream like any op, instead of leftover values.
+bool fill_uninitialized() {
+  const auto& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
   check_factory_options(layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_generic(size, NPUCachingAllocator::get(), kNPUKeys, c10::dtype_or_default(dtype),
-                                   memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(size, NPUCachingAllocator::get(), kNPUKeys,
+                                                           c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -43,8 +59,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                          std::optional<bool> pin_memory) {
   check_factory_options(layout, pin_memory);
   const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_strided_generic(size, stride, NPUCachingAllocator::get(), kNPUKeys,
-                                           c10::dtype_or_default(dtype));
+  return filled_if_deterministic(at::detail::empty_strided_generic(size, stride, NPUCachingAllocator::get(), kNPUKeys,
+                                                                   c10::dtype_or_default(dtype)));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -74,7 +90,11 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef sym_size,
   if (impl->numel() > 0) {
     const size_t needed = at::detail::computeStorageNbytes(impl->sizes(), impl->strides(), self.itemsize(),
                                                            impl->storage_offset());
-    if (needed > impl->storage().nbytes()) resize_storage_bytes(impl->storage().unsafeGetStorageImpl(), needed);
+    const auto old_nbytes = static_cast<int64_t>(impl->storage().nbytes());
+    if (needed > impl->storage().nbytes()) {
+      resize_storage_bytes(impl->storage().unsafeGetStorageImpl(), needed);
+      if (C10_UNLIKELY(fill_uninitialized())) at::native::fill_resize_deterministic_(self, old_nbytes);
+    }
   }
   return self;
 }
