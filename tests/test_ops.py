@@ -266,6 +266,31 @@ def test_reduced_losses_match_cpu_without_warnings():
     assert "resized" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("flash", [True, False])
+def test_sdpa_takes_the_kernel_the_cpu_takes(flash):
+    from torch.profiler import profile
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    previous = torch.backends.cuda.flash_sdp_enabled()
+    torch.backends.cuda.enable_flash_sdp(flash)
+    try:
+        out = {}
+        for device in ("cpu", "npu"):
+            x = q.detach().to(device).requires_grad_()
+            with profile() as p:
+                y = torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+                y.sum().backward()
+                torch.npu.synchronize()
+            ran = {e.key for e in p.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
+            out[device] = (y.detach().cpu(), x.grad.cpu(), ran)
+    finally:
+        torch.backends.cuda.enable_flash_sdp(previous)
+    assert out["npu"][2] == out["cpu"][2]
+    assert ("aten::_scaled_dot_product_flash_attention_for_cpu" in out["npu"][2]) == flash
+    torch.testing.assert_close(out["npu"][0], out["cpu"][0])
+    torch.testing.assert_close(out["npu"][1], out["cpu"][1])
+
+
 def test_input_gradients_through_views_and_broadcasting():
     torch.manual_seed(0)
     c = torch.randn(4, 5, requires_grad=True)
