@@ -297,6 +297,25 @@ def test_fusion_attention_gradcheck_float64_on_npu():
     assert torch.autograd.gradcheck(f, (q, k, v, pse))
 
 
+def test_fused_ops_compile_through_their_meta_kernels():
+    torch.manual_seed(13)
+
+    def f(q, k, v, gamma):
+        out = npu_fusion_attention(q, k, v, 4, "BSH", scale=0.3)[0]
+        return npu_swiglu(npu_rms_norm(out, gamma)[0]).sum()
+
+    q, k, v, gamma = npu(*qkv("BSH"), torch.randn(32))
+    (q1,), (q2,) = leaves(q), leaves(q)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)  # one graph: every op traced by Meta
+    got = compiled(q1, k, v, gamma)
+    want = f(q2, k, v, gamma)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got.cpu(), want.cpu())
+    torch.testing.assert_close(q1.grad.cpu(), q2.grad.cpu())
+
+
 def test_fusion_attention_meta_shapes():
     q, k, v = (t.to("meta") for t in qkv("SBH"))
     out, smax, ssum, sout, seed, offset, numels = torch.ops.npu.npu_fusion_attention(q, k, v, 4, "SBH")
@@ -345,6 +364,26 @@ def test_fusion_attention_bad_arguments_raise_at_the_call(device):
 
 
 # ------------------------------------------------------------------------------------------------ async
+
+
+def test_fusion_attention_kernel_error_names_the_op_at_the_next_synchronize():
+    # Modes 2 to 4 take the compressed mask: its shape is checked at the call, its content (data) by the kernel.
+    q, k, v = npu(*qkv("BNSD"))
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: sparse_mode 2 takes the compressed atten_mask"):
+        npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=torch.ones(5, 7, dtype=torch.bool).npu(), sparse_mode=2)
+    wrong = torch.tril(torch.ones(2048, 2048, dtype=torch.bool), -1).npu()  # the lower triangle
+    npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=wrong, sparse_mode=2)  # returns: the kernel has not run
+    with pytest.raises(RuntimeError) as info:
+        torch.npu.synchronize()
+    message = str(info.value)
+    assert "npu::_npu_fusion_attention" in message and "ASCEND_LAUNCH_BLOCKING=1" in message
+    assert "takes the compressed atten_mask" in message
+    torch.npu.synchronize()  # reported once; the device works after it
+    right = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1).npu()
+    out = npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=right, sparse_mode=2)[0]
+    torch.testing.assert_close(out.cpu(), npu_fusion_attention(q.cpu(), k.cpu(), v.cpu(), 4, "BNSD",
+                                                               atten_mask=right.cpu(), sparse_mode=2)[0])
+
 
 
 def test_fused_ops_launch_on_the_stream_without_waiting():

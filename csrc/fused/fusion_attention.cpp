@@ -156,8 +156,13 @@ Problem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   if (given(atten_mask)) {
     TORCH_CHECK(atten_mask->scalar_type() == at::kBool || atten_mask->scalar_type() == at::kByte, op,
                 ": atten_mask must be bool or uint8, got ", atten_mask->scalar_type());
-    // Modes 2 to 4 take torch_npu's compressed 2048 x 2048 triangle, whose content they do not read.
-    if (sparse_mode <= 1) {
+    // Modes 2 to 4 take torch_npu's compressed mask: the 2048 x 2048 upper triangle (the kernel checks its
+    // content), from which the mode's structure is derived.
+    if (sparse_mode >= 2) {
+      TORCH_CHECK(atten_mask->sizes() == c10::IntArrayRef({2048, 2048}), op, ": sparse_mode ", sparse_mode,
+                  " takes the compressed atten_mask of shape [2048, 2048] (torch.triu(torch.ones(2048, 2048), 1)), "
+                  "got ", atten_mask->sizes());
+    } else {
       const std::vector<int64_t> target =
           p.layout == Layout::TND ? std::vector<int64_t>{p.sq, p.skv} : scores;
       TORCH_CHECK((atten_mask->dim() == 2 || (atten_mask->dim() == 4 && p.layout != Layout::TND)) &&
@@ -269,6 +274,16 @@ at::Tensor keep_mask(c10::IntArrayRef shape, const Settings& s, int64_t block, c
   return at::empty(shape, opts).bernoulli_(s.keep_prob, gen).div_(s.keep_prob);
 }
 
+// The compressed mask of modes 2 to 4 must be the upper triangle: a data check, so the kernel makes it (its error
+// is raised at the next synchronizing call, naming the op).
+void check_compressed_mask(const at::Tensor& mask, int64_t sparse_mode) {
+  // Leaked: compute threads may still compare against it while the process exits.
+  static const at::Tensor& expected = *new at::Tensor(at::ones({2048, 2048}, at::kBool).triu_(1));
+  TORCH_CHECK(at::equal(mask.to(at::kBool), expected), "_npu_fusion_attention: sparse_mode ", sparse_mode,
+              " takes the compressed atten_mask torch.triu(torch.ones(2048, 2048), diagonal=1) (True above the "
+              "diagonal); the atten_mask given differs");
+}
+
 // ------------------------------------------------------------------------------------------------ blocks
 
 // Scaled, masked scores of one block of [b, N1, sq, D] queries and [b, N2, skv, D] keys, in the compute dtype.
@@ -377,6 +392,7 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const auto acc = compute_type(q.scalar_type());
   const auto st = stats_type(q.scalar_type());
   const at::Tensor mask = given(atten_mask) ? *atten_mask : at::Tensor();
+  if (mask.defined() && sparse_mode >= 2) check_compressed_mask(mask, sparse_mode);
   const at::TensorOptions cpu = q.options();
   if (p.layout != Layout::TND) {
     const at::Tensor pse_t = given(pse) ? *pse : at::Tensor();
@@ -417,8 +433,8 @@ Problem check_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   if (given(softmax_max)) {
     const std::vector<int64_t> expected = stats_shape(p);
     TORCH_CHECK(softmax_max->sizes() == expected && softmax_sum->sizes() == expected, op,
-                ": softmax_max and softmax_sum must have shape ", c10::IntArrayRef(expected), ", got ", softmax_max->sizes(), " and ",
-                softmax_sum->sizes());
+                ": softmax_max and softmax_sum must have shape ", c10::IntArrayRef(expected), ", got ",
+                softmax_max->sizes(), " and ", softmax_sum->sizes());
   }
   return p;
 }
