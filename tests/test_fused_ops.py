@@ -615,3 +615,26 @@ def test_fused_optimizer_signatures():
     assert opt.defaults["weight_decay"] == 1e-2 and opt.defaults["lr"] == 1e-3 and opt.defaults["fused"]
     with pytest.raises(TypeError, match="lr"):
         NpuFusedSGD(p)
+
+
+def test_fused_adamw_with_grad_scaler_matches_the_cpu():
+    from torch_npu.optim import NpuFusedAdamW
+
+    torch.manual_seed(14)
+    model = torch.nn.Linear(8, 4)
+    device_model = torch.nn.Linear(8, 4)
+    device_model.load_state_dict(model.state_dict())
+    device_model.npu()
+    opt, ref_opt = NpuFusedAdamW(device_model.parameters(), lr=1e-2), torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler, ref_scaler = torch.npu.amp.GradScaler(init_scale=1024.0), torch.amp.GradScaler("cpu", init_scale=1024.0)
+    before = torch_npu.npu.sync_points()["total"]
+    for _ in range(4):
+        x = torch.randn(16, 8)
+        for m, o, s, inp in ((device_model, opt, scaler, x.npu()), (model, ref_opt, ref_scaler, x)):
+            o.zero_grad()
+            s.scale(m(inp).pow(2).sum()).backward()
+            s.step(o)  # the fused step unscales and skips on inf on the device: no host check
+            s.update()
+    assert torch_npu.npu.sync_points()["total"] == before
+    for got, want in zip(device_model.parameters(), model.parameters()):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), atol=1e-6, rtol=1e-5)
