@@ -638,3 +638,19 @@ def test_fused_adamw_with_grad_scaler_matches_the_cpu():
     assert torch_npu.npu.sync_points()["total"] == before
     for got, want in zip(device_model.parameters(), model.parameters()):
         torch.testing.assert_close(got.detach().cpu(), want.detach(), atol=1e-6, rtol=1e-5)
+
+
+def test_non_contiguous_inputs_and_the_second_device():
+    torch.manual_seed(15)
+    q, k, v = (torch.randn(s, 2, h).transpose(0, 1) for s, h in ((5, 32), (7, 16), (7, 16)))  # BSH views of SBH
+    want = npu_fusion_attention(q.contiguous(), k.contiguous(), v.contiguous(), 4, "BSH")[0]
+    torch.testing.assert_close(npu_fusion_attention(*npu(q, k, v), 4, "BSH")[0].cpu(), want)
+    x, gamma = torch.randn(8, 6).t(), torch.randn(8)
+    torch.testing.assert_close(npu_rms_norm(x.npu(), gamma.npu())[0].cpu(), npu_rms_norm(x.contiguous(), gamma)[0])
+    with torch.npu.device(1):
+        torch.npu.manual_seed(77)  # npu:1's generator draws the dropout seed of ops on npu:1
+    torch.npu.manual_seed(5)
+    on_1 = npu_fusion_attention(q.to("npu:1"), k.to("npu:1"), v.to("npu:1"), 4, "BSH", keep_prob=0.9)
+    assert on_1[0].device == torch.device("npu:1") and on_1[4] == 77
+    torch.npu.synchronize(1)
+    assert not on_1[0].cpu().isnan().any()

@@ -315,8 +315,9 @@ Forward forward_block(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const at::Tensor x = scores(q, k, pse, masked, s);
   at::Tensor max = x.amax(-1, /*keepdim=*/true);
   max.masked_fill_(max.isneginf(), 0);
-  at::Tensor sum = (x - max).exp_().sum(-1, /*keepdim=*/true);
-  at::Tensor p = probabilities(x, max, sum);
+  at::Tensor p = (x - max).exp_();
+  at::Tensor sum = p.sum(-1, /*keepdim=*/true);
+  p.div_(sum.masked_fill(sum.eq(0), 1));
   if (s.keep_prob < 1.) p = p * keep_mask(p.sizes(), s, block, p.options());
   return {at::matmul(p, expand_heads(v, q.size(1))), max, sum};
 }
