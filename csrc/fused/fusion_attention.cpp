@@ -296,7 +296,9 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& ps
   at::Tensor x = at::matmul(q, expand_heads(k, q.size(1)).transpose(-2, -1));
   if (pse.defined()) x = x + pse.to(x.scalar_type());
   x = x * s.scale;
-  if (masked.defined()) x = x.masked_fill(masked, -std::numeric_limits<double>::infinity());
+  // As an additive bias of the mask's own (broadcast) shape: masked_fill with a broadcast mask is many times slower.
+  if (masked.defined())
+    x = x + at::zeros(masked.sizes(), x.options()).masked_fill_(masked, -std::numeric_limits<double>::infinity());
   return x;
 }
 
