@@ -356,7 +356,7 @@ Backward backward_block(const at::Tensor& dy, const at::Tensor& q, const at::Ten
 }
 
 // The stored statistics: torch_npu's [B, N1, Sq, 8] (or [T, N1, 8]), the row value repeated 8 times.
-at::Tensor stats_shape_like(const at::Tensor& rows) { return rows.expand({-1, -1, -1, 8}); }
+at::Tensor repeat8(const at::Tensor& rows) { return rows.expand({-1, -1, -1, 8}); }
 
 c10::ScalarType stats_type(c10::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
@@ -406,8 +406,8 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
     const Forward f = forward_block(to_bnsd(q, p.layout, p.n1).to(acc), to_bnsd(k, p.layout, p.n2).to(acc),
                                     to_bnsd(v, p.layout, p.n2).to(acc), pse_t,
                                     masked_positions(p.sq, p.skv, mask, s, cpu), s, 0);
-    return {from_bnsd(f.out.to(q.scalar_type()), p.layout), stats_shape_like(f.max.to(st)).contiguous(),
-            stats_shape_like(f.sum.to(st)).contiguous(), at::empty({0}, q.options())};
+    return {from_bnsd(f.out.to(q.scalar_type()), p.layout), repeat8(f.max.to(st)).contiguous(),
+            repeat8(f.sum.to(st)).contiguous(), at::empty({0}, q.options())};
   }
   std::vector<at::Tensor> outs, maxes, sums;
   for (int64_t i = 0; i < p.b; ++i) {
@@ -417,8 +417,8 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                                     sequence(v, p.kv_cum, i).to(acc), at::Tensor(),
                                     masked_positions(lq, lkv, m, s, cpu), s, i);
     outs.push_back(unsequence(f.out));
-    maxes.push_back(unsequence(stats_shape_like(f.max)));
-    sums.push_back(unsequence(stats_shape_like(f.sum)));
+    maxes.push_back(unsequence(repeat8(f.max)));
+    sums.push_back(unsequence(repeat8(f.sum)));
   }
   return {at::cat(outs).to(q.scalar_type()), at::cat(maxes).to(st), at::cat(sums).to(st),
           at::empty({0}, q.options())};
