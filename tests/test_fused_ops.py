@@ -297,6 +297,25 @@ def test_fusion_attention_gradcheck_float64_on_npu():
     assert torch.autograd.gradcheck(f, (q, k, v, pse))
 
 
+def test_fused_ops_compile_through_their_meta_kernels():
+    torch.manual_seed(13)
+
+    def f(q, k, v, gamma):
+        out = npu_fusion_attention(q, k, v, 4, "BSH", scale=0.3)[0]
+        return npu_swiglu(npu_rms_norm(out, gamma)[0]).sum()
+
+    q, k, v, gamma = npu(*qkv("BSH"), torch.randn(32))
+    (q1,), (q2,) = leaves(q), leaves(q)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)  # one graph: every op traced by Meta
+    got = compiled(q1, k, v, gamma)
+    want = f(q2, k, v, gamma)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got.cpu(), want.cpu())
+    torch.testing.assert_close(q1.grad.cpu(), q2.grad.cpu())
+
+
 def test_fusion_attention_meta_shapes():
     q, k, v = (t.to("meta") for t in qkv("SBH"))
     out, smax, ssum, sout, seed, offset, numels = torch.ops.npu.npu_fusion_attention(q, k, v, 4, "SBH")
@@ -345,6 +364,26 @@ def test_fusion_attention_bad_arguments_raise_at_the_call(device):
 
 
 # ------------------------------------------------------------------------------------------------ async
+
+
+def test_fusion_attention_kernel_error_names_the_op_at_the_next_synchronize():
+    # Modes 2 to 4 take the compressed mask: its shape is checked at the call, its content (data) by the kernel.
+    q, k, v = npu(*qkv("BNSD"))
+    with pytest.raises(RuntimeError, match="npu_fusion_attention: sparse_mode 2 takes the compressed atten_mask"):
+        npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=torch.ones(5, 7, dtype=torch.bool).npu(), sparse_mode=2)
+    wrong = torch.tril(torch.ones(2048, 2048, dtype=torch.bool), -1).npu()  # the lower triangle
+    npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=wrong, sparse_mode=2)  # returns: the kernel has not run
+    with pytest.raises(RuntimeError) as info:
+        torch.npu.synchronize()
+    message = str(info.value)
+    assert "npu::_npu_fusion_attention" in message and "ASCEND_LAUNCH_BLOCKING=1" in message
+    assert "takes the compressed atten_mask" in message
+    torch.npu.synchronize()  # reported once; the device works after it
+    right = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1).npu()
+    out = npu_fusion_attention(q, k, v, 4, "BNSD", atten_mask=right, sparse_mode=2)[0]
+    torch.testing.assert_close(out.cpu(), npu_fusion_attention(q.cpu(), k.cpu(), v.cpu(), 4, "BNSD",
+                                                               atten_mask=right.cpu(), sparse_mode=2)[0])
+
 
 
 def test_fused_ops_launch_on_the_stream_without_waiting():
@@ -576,3 +615,42 @@ def test_fused_optimizer_signatures():
     assert opt.defaults["weight_decay"] == 1e-2 and opt.defaults["lr"] == 1e-3 and opt.defaults["fused"]
     with pytest.raises(TypeError, match="lr"):
         NpuFusedSGD(p)
+
+
+def test_fused_adamw_with_grad_scaler_matches_the_cpu():
+    from torch_npu.optim import NpuFusedAdamW
+
+    torch.manual_seed(14)
+    model = torch.nn.Linear(8, 4)
+    device_model = torch.nn.Linear(8, 4)
+    device_model.load_state_dict(model.state_dict())
+    device_model.npu()
+    opt, ref_opt = NpuFusedAdamW(device_model.parameters(), lr=1e-2), torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler, ref_scaler = torch.npu.amp.GradScaler(init_scale=1024.0), torch.amp.GradScaler("cpu", init_scale=1024.0)
+    before = torch_npu.npu.sync_points()["total"]
+    for _ in range(4):
+        x = torch.randn(16, 8)
+        for m, o, s, inp in ((device_model, opt, scaler, x.npu()), (model, ref_opt, ref_scaler, x)):
+            o.zero_grad()
+            s.scale(m(inp).pow(2).sum()).backward()
+            s.step(o)  # the fused step unscales and skips on inf on the device: no host check
+            s.update()
+    assert torch_npu.npu.sync_points()["total"] == before
+    for got, want in zip(device_model.parameters(), model.parameters()):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), atol=1e-6, rtol=1e-5)
+
+
+def test_non_contiguous_inputs_and_the_second_device():
+    torch.manual_seed(15)
+    q, k, v = (torch.randn(s, 2, h).transpose(0, 1) for s, h in ((5, 32), (7, 16), (7, 16)))  # BSH views of SBH
+    want = npu_fusion_attention(q.contiguous(), k.contiguous(), v.contiguous(), 4, "BSH")[0]
+    torch.testing.assert_close(npu_fusion_attention(*npu(q, k, v), 4, "BSH")[0].cpu(), want)
+    x, gamma = torch.randn(8, 6).t(), torch.randn(8)
+    torch.testing.assert_close(npu_rms_norm(x.npu(), gamma.npu())[0].cpu(), npu_rms_norm(x.contiguous(), gamma)[0])
+    with torch.npu.device(1):
+        torch.npu.manual_seed(77)  # npu:1's generator draws the dropout seed of ops on npu:1
+    torch.npu.manual_seed(5)
+    on_1 = npu_fusion_attention(q.to("npu:1"), k.to("npu:1"), v.to("npu:1"), 4, "BSH", keep_prob=0.9)
+    assert on_1[0].device == torch.device("npu:1") and on_1[4] == 77
+    torch.npu.synchronize(1)
+    assert not on_1[0].cpu().isnan().any()

@@ -37,7 +37,8 @@ const char* format_name(int64_t value) {
 void check_format(int64_t value, const char* op) {
   if (format_name(value)) return;
   std::string known;
-  for (const auto& f : kFormats) known += (known.empty() ? "" : ", ") + std::string(f.name) + "=" + std::to_string(f.value);
+  for (const auto& f : kFormats)
+    known += (known.empty() ? "" : ", ") + std::string(f.name) + "=" + std::to_string(f.value);
   TORCH_CHECK(false, op, ": unknown acl_format ", value, " (known: ", known, ")");
 }
 

@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <limits>
 #include <mutex>
 
@@ -156,8 +157,13 @@ Problem describe(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   if (given(atten_mask)) {
     TORCH_CHECK(atten_mask->scalar_type() == at::kBool || atten_mask->scalar_type() == at::kByte, op,
                 ": atten_mask must be bool or uint8, got ", atten_mask->scalar_type());
-    // Modes 2 to 4 take torch_npu's compressed 2048 x 2048 triangle, whose content they do not read.
-    if (sparse_mode <= 1) {
+    // Modes 2 to 4 take torch_npu's compressed mask: the 2048 x 2048 upper triangle (the kernel checks its
+    // content), from which the mode's structure is derived.
+    if (sparse_mode >= 2) {
+      TORCH_CHECK(atten_mask->sizes() == c10::IntArrayRef({2048, 2048}), op, ": sparse_mode ", sparse_mode,
+                  " takes the compressed atten_mask of shape [2048, 2048] (torch.triu(torch.ones(2048, 2048), 1)), "
+                  "got ", atten_mask->sizes());
+    } else {
       const std::vector<int64_t> target =
           p.layout == Layout::TND ? std::vector<int64_t>{p.sq, p.skv} : scores;
       TORCH_CHECK((atten_mask->dim() == 2 || (atten_mask->dim() == 4 && p.layout != Layout::TND)) &&
@@ -269,6 +275,19 @@ at::Tensor keep_mask(c10::IntArrayRef shape, const Settings& s, int64_t block, c
   return at::empty(shape, opts).bernoulli_(s.keep_prob, gen).div_(s.keep_prob);
 }
 
+// The compressed mask of modes 2 to 4 must be the upper triangle: a data check, so the kernel makes it (its error
+// is raised at the next synchronizing call, naming the op).
+void check_compressed_mask(const at::Tensor& mask, int64_t sparse_mode) {
+  // Leaked: compute threads may still compare against it while the process exits.
+  static const at::Tensor& expected = *new at::Tensor(at::ones({2048, 2048}, at::kBool).triu_(1));
+  // Bytes compared directly: bool and uint8 masks hold 0 and 1 alike, and memcmp is many times faster than at::equal.
+  const at::Tensor m = mask.contiguous();
+  TORCH_CHECK(std::memcmp(m.const_data_ptr(), expected.const_data_ptr(), expected.numel()) == 0,
+              "_npu_fusion_attention: sparse_mode ", sparse_mode,
+              " takes the compressed atten_mask torch.triu(torch.ones(2048, 2048), diagonal=1) (True above the "
+              "diagonal); the atten_mask given differs");
+}
+
 // ------------------------------------------------------------------------------------------------ blocks
 
 // Scaled, masked scores of one block of [b, N1, sq, D] queries and [b, N2, skv, D] keys, in the compute dtype.
@@ -277,7 +296,9 @@ at::Tensor scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& ps
   at::Tensor x = at::matmul(q, expand_heads(k, q.size(1)).transpose(-2, -1));
   if (pse.defined()) x = x + pse.to(x.scalar_type());
   x = x * s.scale;
-  if (masked.defined()) x = x.masked_fill(masked, -std::numeric_limits<double>::infinity());
+  // As an additive bias of the mask's own (broadcast) shape: masked_fill with a broadcast mask is many times slower.
+  if (masked.defined())
+    x = x + at::zeros(masked.sizes(), x.options()).masked_fill_(masked, -std::numeric_limits<double>::infinity());
   return x;
 }
 
@@ -296,8 +317,9 @@ Forward forward_block(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const at::Tensor x = scores(q, k, pse, masked, s);
   at::Tensor max = x.amax(-1, /*keepdim=*/true);
   max.masked_fill_(max.isneginf(), 0);
-  at::Tensor sum = (x - max).exp_().sum(-1, /*keepdim=*/true);
-  at::Tensor p = probabilities(x, max, sum);
+  at::Tensor p = (x - max).exp_();
+  at::Tensor sum = p.sum(-1, /*keepdim=*/true);
+  p.div_(sum.masked_fill(sum.eq(0), 1));
   if (s.keep_prob < 1.) p = p * keep_mask(p.sizes(), s, block, p.options());
   return {at::matmul(p, expand_heads(v, q.size(1))), max, sum};
 }
@@ -334,7 +356,7 @@ Backward backward_block(const at::Tensor& dy, const at::Tensor& q, const at::Ten
 }
 
 // The stored statistics: torch_npu's [B, N1, Sq, 8] (or [T, N1, 8]), the row value repeated 8 times.
-at::Tensor stats_shape_like(const at::Tensor& rows) { return rows.expand({-1, -1, -1, 8}); }
+at::Tensor repeat8(const at::Tensor& rows) { return rows.expand({-1, -1, -1, 8}); }
 
 c10::ScalarType stats_type(c10::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
 
@@ -377,14 +399,15 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const auto acc = compute_type(q.scalar_type());
   const auto st = stats_type(q.scalar_type());
   const at::Tensor mask = given(atten_mask) ? *atten_mask : at::Tensor();
+  if (mask.defined() && sparse_mode >= 2) check_compressed_mask(mask, sparse_mode);
   const at::TensorOptions cpu = q.options();
   if (p.layout != Layout::TND) {
     const at::Tensor pse_t = given(pse) ? *pse : at::Tensor();
     const Forward f = forward_block(to_bnsd(q, p.layout, p.n1).to(acc), to_bnsd(k, p.layout, p.n2).to(acc),
                                     to_bnsd(v, p.layout, p.n2).to(acc), pse_t,
                                     masked_positions(p.sq, p.skv, mask, s, cpu), s, 0);
-    return {from_bnsd(f.out.to(q.scalar_type()), p.layout), stats_shape_like(f.max.to(st)).contiguous(),
-            stats_shape_like(f.sum.to(st)).contiguous(), at::empty({0}, q.options())};
+    return {from_bnsd(f.out.to(q.scalar_type()), p.layout), repeat8(f.max.to(st)).contiguous(),
+            repeat8(f.sum.to(st)).contiguous(), at::empty({0}, q.options())};
   }
   std::vector<at::Tensor> outs, maxes, sums;
   for (int64_t i = 0; i < p.b; ++i) {
@@ -394,8 +417,8 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                                     sequence(v, p.kv_cum, i).to(acc), at::Tensor(),
                                     masked_positions(lq, lkv, m, s, cpu), s, i);
     outs.push_back(unsequence(f.out));
-    maxes.push_back(unsequence(stats_shape_like(f.max)));
-    sums.push_back(unsequence(stats_shape_like(f.sum)));
+    maxes.push_back(unsequence(repeat8(f.max)));
+    sums.push_back(unsequence(repeat8(f.sum)));
   }
   return {at::cat(outs).to(q.scalar_type()), at::cat(maxes).to(st), at::cat(sums).to(st),
           at::empty({0}, q.options())};
@@ -417,8 +440,8 @@ Problem check_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   if (given(softmax_max)) {
     const std::vector<int64_t> expected = stats_shape(p);
     TORCH_CHECK(softmax_max->sizes() == expected && softmax_sum->sizes() == expected, op,
-                ": softmax_max and softmax_sum must have shape ", c10::IntArrayRef(expected), ", got ", softmax_max->sizes(), " and ",
-                softmax_sum->sizes());
+                ": softmax_max and softmax_sum must have shape ", c10::IntArrayRef(expected), ", got ",
+                softmax_max->sizes(), " and ", softmax_sum->sizes());
   }
   return p;
 }

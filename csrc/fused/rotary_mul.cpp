@@ -27,7 +27,8 @@ void check(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10:
                   at::isFloatingType(x.scalar_type()),
               op, ": x, r1 and r2 must have one floating dtype, got ", x.scalar_type(), ", ", r1.scalar_type(), ", ",
               r2.scalar_type());
-  TORCH_CHECK(broadcasts_to(r1.sizes(), x.sizes()) && broadcasts_to(r2.sizes(), x.sizes()), op, ": r1 ", r1.sizes(), " and r2 ", r2.sizes(),
+  TORCH_CHECK(broadcasts_to(r1.sizes(), x.sizes()) && broadcasts_to(r2.sizes(), x.sizes()), op, ": r1 ", r1.sizes(),
+              " and r2 ", r2.sizes(),
               " must broadcast to x's shape ", x.sizes());
 }
 
