@@ -298,11 +298,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_snapshot", [](const py::tuple& pool) { return snapshot_dict(pool_id(pool)); });
   m.def("_record_memory_history", &record_memory_history);
   m.def("_attach_out_of_memory_observer", [](py::function observer) {
-    // The callable outlives the module's users; it is dropped only with the process, under the GIL.
-    auto held = std::shared_ptr<py::function>(new py::function(std::move(observer)), [](py::function* f) {
-      py::gil_scoped_acquire gil;
-      delete f;
-    });
+    // Never freed: observers live as long as the allocator, which outlives the interpreter at exit, when dropping a
+    // Python reference would crash.
+    auto* held = new py::function(std::move(observer));
     NPUCachingAllocator::get()->attach_oom_observer([held](c10::DeviceIndex device, size_t alloc, size_t free_bytes) {
       py::gil_scoped_acquire gil;
       try {
