@@ -1,6 +1,8 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
 from . import amp
+from .ascend import config, get_option, is_jit_compile_false, set_aoe, set_compile_mode, set_op_timeout_ms, set_option, stress_detect
+from .backends import conv, get_autocast_dtype, is_autocast_enabled, matmul, set_autocast_dtype, set_autocast_enabled
 from .device import (
     _is_in_bad_fork,
     _lazy_init,  # torch calls torch.npu._lazy_init when it first creates an npu tensor (as torch.cuda's)
@@ -19,6 +21,9 @@ from .device import (
     utilization,
 )
 from . import memory
+from .interop import can_device_access_peer, current_blas_handle, ipc_collect
+from .legacy_types import *  # noqa: F403 (FloatTensor, ..., FloatStorage, ...)
+from .legacy_types import __all__ as _legacy_types
 from .host_memory import (
     host_empty_cache,
     host_memory_stats,
@@ -112,6 +117,10 @@ __all__ = [
     "amp",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "can_device_access_peer",
+    "config",
+    "conv",
+    "current_blas_handle",
     "current_device",
     "current_stream",
     "default_generators",
@@ -122,9 +131,11 @@ __all__ = [
     "empty_cache",
     "get_allocator_backend",
     "get_amp_supported_dtype",
+    "get_autocast_dtype",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_option",
     "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
@@ -134,12 +145,16 @@ __all__ = [
     "host_memory_stats_as_nested_dict",
     "init",
     "initial_seed",
+    "is_jit_compile_false",
+    "ipc_collect",
+    "is_autocast_enabled",
     "is_available",
     "is_bf16_supported",
     "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
+    "matmul",
     "max_memory_allocated",
     "max_memory_cached",
     "max_memory_reserved",
@@ -160,15 +175,22 @@ __all__ = [
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_aoe",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
+    "set_compile_mode",
     "set_device",
+    "set_op_timeout_ms",
+    "set_option",
     "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
     "set_sync_debug_mode",
     "stream",
+    "stress_detect",
     "sync_points",
     "synchronize",
     "use_mem_pool",
     "utilization",
-]
+] + _legacy_types
