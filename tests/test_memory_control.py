@@ -3,6 +3,7 @@ use_mem_pool, caching_allocator_alloc/delete, the *_cached aliases, memory_stats
 PYTORCH_NO_NPU_MEMORY_CACHING; the host allocator's statistics; set_sync_debug_mode."""
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -170,3 +171,85 @@ def test_sync_debug_mode_error_raises_and_the_device_stays_usable(sync_mode):
         torch.npu.set_sync_debug_mode("loud")
     with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
         torch.npu.set_sync_debug_mode(3)
+
+
+PLUGGABLE_C = r"""
+#include <stddef.h>
+extern int snpuMalloc(void** ptr, size_t size);
+extern int snpuFree(void* ptr);
+static long allocs, frees;
+void* my_alloc(size_t size, int device, void* stream) {
+  void* p = 0;
+  allocs++;
+  return snpuMalloc(&p, size) == 0 ? p : 0;
+}
+void my_free(void* ptr, size_t size, int device, void* stream) {
+  frees++;
+  snpuFree(ptr);
+}
+long alloc_calls(void) { return allocs; }
+long free_calls(void) { return frees; }
+"""
+
+
+def test_pluggable_allocator(tmp_path):
+    import subprocess
+
+    import softnpu
+
+    libdir = Path(softnpu.__file__).parent / "lib"
+    src = tmp_path / "alloc.c"
+    src.write_text(PLUGGABLE_C)
+    so = tmp_path / "liballoc.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src), f"-L{libdir}", "-lsoftnpu_runtime",
+                    f"-Wl,-rpath,{libdir}"], check=True)
+    code = f"""
+import ctypes, torch, torch_npu
+alloc = torch.npu.NPUPluggableAllocator({str(so)!r}, "my_alloc", "my_free")
+torch.npu.memory.change_current_allocator(alloc)
+lib = ctypes.CDLL({str(so)!r})
+a = torch.randn(64, 64)
+b = a.npu() @ a.npu()
+print(torch.allclose(b.cpu(), a @ a, rtol=1e-5, atol=1e-5), lib.alloc_calls() >= 2)
+n = lib.free_calls()
+del b
+print(lib.free_calls() == n + 1, torch.npu.memory_reserved())
+try:
+    torch.npu.memory.change_current_allocator(alloc)
+except RuntimeError as e:
+    print("RuntimeError", "already initialized" in str(e))
+"""
+    r = run_python(code)
+    assert r.lines == ["True True", "True 0", "RuntimeError True"], r.describe()
+
+
+def test_pluggable_allocator_only_before_the_first_allocation():
+    code = """
+import torch, torch_npu
+x = torch.ones(3, device="npu")
+try:
+    torch.npu.memory.change_current_allocator(torch.npu.NPUPluggableAllocator("libc.so.6", "malloc", "free"))
+except RuntimeError as e:
+    print("already initialized" in str(e), x.sum().item())
+"""
+    r = run_python(code)
+    assert r.lines == ["True 3.0"], r.describe()
+
+
+def test_mem_pool_routes_only_the_calling_thread():
+    import threading
+
+    pool = torch.npu.MemPool()
+    other = {}
+
+    def allocate():
+        other["t"] = torch.empty(MiB, dtype=torch.uint8, device="npu")
+
+    with torch.npu.use_mem_pool(pool):
+        mine = torch.empty(MiB, dtype=torch.uint8, device="npu")
+        th = threading.Thread(target=allocate)
+        th.start()
+        th.join()
+    inside = lambda t: any(s["address"] <= t.data_ptr() < s["address"] + s["total_size"] for s in pool.snapshot())
+    assert inside(mine) and not inside(other["t"])
+    del mine, pool

@@ -173,3 +173,21 @@ print(snap["device_traces"][0] == [], len(snap["segments"]) > 0)
     r = run_python(code, env={"OOM_SNAPSHOT_ENABLE": "2", "OOM_SNAPSHOT_PATH": str(tmp_path),
                               "SOFTNPU_MEMORY_MB": "256"}, timeout=300)
     assert r.lines[-1] == "True True", r.describe()
+
+
+def test_free_completes_after_the_other_streams_work(recording):
+    side = torch.npu.Stream()
+    x = torch.ones(1000, device="npu")
+    address = x.data_ptr()
+    with torch.npu.stream(side):
+        torch.npu._sleep(0.2)
+        y = x * 2
+    x.record_stream(side)
+    del x
+    pending = [e["action"] for e in torch.npu.memory._snapshot()["device_traces"][0] if e.get("addr") == address]
+    assert pending[-2:] == ["alloc", "free_requested"]  # in use on `side`: not reusable yet
+    side.synchronize()
+    torch.empty(1000, device="npu")  # the allocator notices the completed use
+    done = [e["action"] for e in torch.npu.memory._snapshot()["device_traces"][0] if e.get("addr") == address]
+    assert "free_completed" in done[done.index("free_requested"):]
+    assert y.sum().item() == 2000

@@ -1,5 +1,6 @@
 #include "backend/allocator.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
@@ -713,6 +714,25 @@ void free_block(void* ctx) {
   state(block->device).free(block);
 }
 
+// The user's allocator of change_current_allocator (NPUPluggableAllocator), in place of the caching allocator.
+std::atomic<NPUCachingAllocator::PluggableAllocFn> g_plug_alloc{nullptr};
+std::atomic<NPUCachingAllocator::PluggableFreeFn> g_plug_free{nullptr};
+std::atomic<bool> g_allocated_once{false};  // the allocator can no longer be swapped
+
+struct PluggableBlock {
+  void* ptr;
+  size_t size;
+  int device;
+  snpuStream_t stream;
+};
+
+void free_pluggable(void* ctx) {
+  if (C10_UNLIKELY(in_bad_fork())) return;
+  auto* b = static_cast<PluggableBlock*>(ctx);
+  g_plug_free.load()(b->ptr, b->size, b->device, b->stream);
+  delete b;
+}
+
 }  // namespace
 
 NPUCachingAllocator* NPUCachingAllocator::get() {
@@ -724,6 +744,15 @@ c10::DataPtr NPUCachingAllocator::allocate_on(size_t nbytes, const NPUStream& st
   check_not_in_bad_fork();  // a cached block would be handed out without entering the runtime
   const c10::Device device = stream.device();
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
+  g_allocated_once.store(true, std::memory_order_relaxed);
+  if (const PluggableAllocFn user_alloc = g_plug_alloc.load(std::memory_order_relaxed)) {
+    const c10::DeviceGuard guard(device);  // the user's allocator allocates on the runtime's current device
+    void* ptr = user_alloc(nbytes, device.index(), stream.handle());
+    TORCH_CHECK_WITH(OutOfMemoryError, ptr, "NPU out of memory: the pluggable allocator (NPUPluggableAllocator) "
+                     "returned no memory for ", format_size(nbytes), " on NPU ", static_cast<int>(device.index()));
+    return c10::DataPtr(ptr, new PluggableBlock{ptr, nbytes, device.index(), stream.handle()}, &free_pluggable,
+                        device);
+  }
   Block* block = state(device.index()).malloc(nbytes, stream.handle());
   return c10::DataPtr(block->ptr, block, &free_block, device);
 }
@@ -842,6 +871,15 @@ void* NPUCachingAllocator::raw_alloc(size_t nbytes, const NPUStream& stream) {
   std::lock_guard<std::mutex> g(g_raw_mutex);
   g_raw_allocations.emplace(ptr, std::move(data));
   return ptr;
+}
+
+void NPUCachingAllocator::use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free) {
+  TORCH_CHECK(alloc && free, "change_current_allocator: the allocator's alloc and free functions must not be null");
+  TORCH_CHECK(!g_allocated_once.load() && !g_plug_alloc.load(),
+              "Can't swap an already initialized allocator: change_current_allocator must be called before the "
+              "first npu allocation");
+  g_plug_free.store(free);
+  g_plug_alloc.store(alloc);
 }
 
 void NPUCachingAllocator::raw_delete(void* ptr) {

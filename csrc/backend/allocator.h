@@ -76,6 +76,13 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
   void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
 
+  // torch.npu.memory.change_current_allocator(NPUPluggableAllocator(...)): every later allocation calls the user's
+  // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first
+  // allocation; the statistics then stay those of the unused cache.
+  using PluggableAllocFn = void* (*)(size_t size, int device, snpuStream_t stream);
+  using PluggableFreeFn = void (*)(void* ptr, size_t size, int device, snpuStream_t stream);
+  void use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free);
+
   // caching_allocator_alloc / caching_allocator_delete: raw pointers, the block tracked here.
   void* raw_alloc(size_t nbytes, const NPUStream& stream);
   void raw_delete(void* ptr);

@@ -11,6 +11,7 @@
 #include "backend/generator.h"
 #include "backend/guard.h"
 #include "backend/npu_error.h"
+#include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
 #include "backend/env.h"
@@ -334,6 +335,10 @@ PYBIND11_MODULE(_C, m) {
     const c10::DeviceGuard guard(stream.device());
     return reinterpret_cast<uintptr_t>(NPUCachingAllocator::get()->raw_alloc(nbytes, stream));
   });
+  m.def("_change_current_allocator", [](uintptr_t alloc, uintptr_t free) {
+    NPUCachingAllocator::get()->use_pluggable(reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc),
+                                              reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free));
+  });
   m.def("_raw_delete", [](uintptr_t ptr) { NPUCachingAllocator::get()->raw_delete(reinterpret_cast<void*>(ptr)); });
   m.def("_host_memory_stats", &host_stats);
   m.def("_reset_accumulated_host_memory_stats",
@@ -341,6 +346,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(at::kPrivateUse1)->reset_peak_stats(); });
   m.def("_host_empty_cache", [] { at::getHostAllocator(at::kPrivateUse1)->empty_cache(); },
         py::call_guard<py::gil_scoped_release>());
+  m.def("_get_overflow_flag", [] {
+    arm_overflow_check();
+    return overflow_flag();
+  });
+  m.def("_clear_overflow_flag", [] {
+    arm_overflow_check();
+    clear_overflow_flag();
+  });
   m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(static_cast<SyncDebugMode>(mode)); });
   m.def("_get_sync_debug_mode", [] { return static_cast<int>(sync_debug_mode()); });
 

@@ -1,7 +1,18 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
 from . import amp
-from .ascend import config, get_option, is_jit_compile_false, set_aoe, set_compile_mode, set_op_timeout_ms, set_option, stress_detect
+from .ascend import (
+    clear_npu_overflow_flag,
+    config,
+    get_npu_overflow_flag,
+    get_option,
+    is_jit_compile_false,
+    set_aoe,
+    set_compile_mode,
+    set_op_timeout_ms,
+    set_option,
+    stress_detect,
+)
 from .backends import conv, get_autocast_dtype, is_autocast_enabled, matmul, set_autocast_dtype, set_autocast_enabled
 from .device import (
     _is_in_bad_fork,
@@ -33,6 +44,8 @@ from .host_memory import (
 )
 from .memory import (
     MemPool,
+    NPUPluggableAllocator,
+    change_current_allocator,
     caching_allocator_alloc,
     caching_allocator_delete,
     empty_cache,
@@ -69,6 +82,7 @@ from .random import (
 )
 from .streams import (
     Event,
+    ExternalEvent,
     Stream,
     StreamContext,
     current_stream,
@@ -111,13 +125,17 @@ def _sleep(seconds: float) -> None:
 
 __all__ = [
     "Event",
+    "ExternalEvent",
     "MemPool",
+    "NPUPluggableAllocator",
     "Stream",
     "StreamContext",
     "amp",
     "caching_allocator_alloc",
     "caching_allocator_delete",
+    "change_current_allocator",
     "can_device_access_peer",
+    "clear_npu_overflow_flag",
     "config",
     "conv",
     "current_blas_handle",
@@ -135,6 +153,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_npu_overflow_flag",
     "get_option",
     "get_per_process_memory_fraction",
     "get_rng_state",

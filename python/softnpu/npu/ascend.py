@@ -1,12 +1,14 @@
 """The Ascend-specific calls portable torch_npu code makes, with torch_npu's signatures. What they control on
 Ascend (graph compilation of operators, CANN options, internal storage formats, AOE tuning, operator timeouts) has no
 counterpart on a software NPU, whose kernels are ATen's; they are validated and recorded, and read back where
-torch_npu reads them back. stress_detect runs a real self-test."""
+torch_npu reads them back. The overflow flag is real (kernels check their half-precision outputs) and stress_detect
+runs a real self-test."""
 
 from typing import Any
 
 import torch
 
+from .. import _C
 from .device import _lazy_init
 
 _options: dict[str, str] = {}
@@ -63,6 +65,23 @@ def set_op_timeout_ms(timeout_ms: int) -> None:
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
         raise ValueError(f"set_op_timeout_ms: expected a non-negative int, got {timeout_ms!r}")
     _op_timeout_ms = timeout_ms
+
+
+def get_npu_overflow_flag() -> bool:
+    """Whether a kernel wrote inf or nan to a float16 or bfloat16 tensor since clear_npu_overflow_flag (Ascend's
+    floating-point status). Waits for the device's queued kernels. Kernels check their half-precision outputs only
+    once the program has called this function or clear_npu_overflow_flag (the check costs a pass over each output),
+    so call clear_npu_overflow_flag first."""
+    _lazy_init()
+    torch.npu.synchronize()
+    return _C._get_overflow_flag()
+
+
+def clear_npu_overflow_flag() -> None:
+    """Clears the overflow flag (after the device's queued kernels), and turns the check on from now."""
+    _lazy_init()
+    torch.npu.synchronize()
+    _C._clear_overflow_flag()
 
 
 def stress_detect() -> int:

@@ -124,6 +124,34 @@ def get_allocator_backend() -> str:
     return "native"
 
 
+class NPUPluggableAllocator:
+    """A device allocator from a shared library (torch_npu's / torch.cuda's CUDAPluggableAllocator): its functions are
+    `void* alloc(size_t size, int device, snpuStream_t stream)` and `void free(void* ptr, size_t size, int device,
+    snpuStream_t stream)`, which allocate device memory through the runtime (snpuMalloc / snpuFree of
+    libsoftnpu_runtime.so, as aclrtMalloc / aclrtFree on Ascend). Installed by change_current_allocator."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        import ctypes
+
+        self._lib = ctypes.CDLL(path_to_so_file)
+        self._alloc = ctypes.cast(getattr(self._lib, alloc_fn_name), ctypes.c_void_p).value
+        self._free = ctypes.cast(getattr(self._lib, free_fn_name), ctypes.c_void_p).value
+
+
+_current_pluggable: Optional[NPUPluggableAllocator] = None
+
+
+def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
+    """Every later npu allocation calls `allocator`'s functions instead of the caching allocator; only before the
+    first npu allocation of the process (RuntimeError after it)."""
+    global _current_pluggable
+    if not isinstance(allocator, NPUPluggableAllocator):
+        raise TypeError(f"change_current_allocator expects an NPUPluggableAllocator, got {type(allocator).__name__}")
+    _lazy_init()
+    _C._change_current_allocator(allocator._alloc, allocator._free)
+    _current_pluggable = allocator  # its library stays loaded while the process may call it
+
+
 def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -> int:
     """Allocates `size` bytes from the caching allocator for `stream` (default: the device's current stream); returns
     the device address, freed by caching_allocator_delete."""
