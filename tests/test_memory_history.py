@@ -191,3 +191,16 @@ def test_free_completes_after_the_other_streams_work(recording):
     done = [e["action"] for e in torch.npu.memory._snapshot()["device_traces"][0] if e.get("addr") == address]
     assert "free_completed" in done[done.index("free_requested"):]
     assert y.sum().item() == 2000
+
+
+def test_skip_actions():
+    torch.npu.memory._record_memory_history(stacks="python", clear_history=True, skip_actions=["free_requested"])
+    try:
+        x = torch.empty(100, device="npu")
+        del x
+        actions = {e["action"] for e in torch.npu.memory._snapshot()["device_traces"][0]}
+    finally:
+        torch.npu.memory._record_memory_history(None)
+    assert "alloc" in actions and "free_completed" in actions and "free_requested" not in actions
+    with pytest.raises(RuntimeError, match="Unknown TraceEntry action"):
+        torch.npu.memory._record_memory_history(skip_actions=["bogus"])

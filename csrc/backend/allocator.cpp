@@ -255,9 +255,11 @@ class DeviceAllocatorState {
     }
   }
 
-  void set_history(bool trace, size_t max_entries, bool clear) {
+  void set_history(bool trace, size_t max_entries, bool clear, const std::vector<TraceEntry::Action>& skip) {
     std::lock_guard<std::mutex> lock(mutex_);
     trace_on_ = trace;
+    skip_mask_ = 0;
+    for (TraceEntry::Action a : skip) skip_mask_ |= 1u << a;
     max_entries_ = std::max<size_t>(max_entries, 1);
     if (clear || trace_.size() > max_entries_) {
       trace_.clear();
@@ -398,7 +400,7 @@ class DeviceAllocatorState {
 
   void record_trace(TraceEntry::Action action, const void* addr, size_t size, snpuStream_t stream,
                     c10::MempoolId_t pool, std::shared_ptr<c10::GatheredContext> context) {
-    if (!trace_on_) return;
+    if (!trace_on_ || (skip_mask_ & (1u << action))) return;
     if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(RecordContext::ALLOC)) context = nullptr;
     TraceEntry te(action, device_, reinterpret_cast<size_t>(addr), size, stream, pool, 0, std::move(context));
     te.time_.t_ = static_cast<time_t>(now_us());
@@ -683,6 +685,7 @@ class DeviceAllocatorState {
   double fraction_ = 1.0;
   size_t allowed_ = SIZE_MAX;  // reserved bytes allowed by set_per_process_memory_fraction
   bool trace_on_ = false;
+  uint32_t skip_mask_ = 0;  // bit per TraceEntry::Action not recorded
   size_t max_entries_ = 1;
   std::vector<TraceEntry> trace_;  // a ring buffer of max_entries_; trace_next_ is the oldest once full
   size_t trace_next_ = 0;
@@ -806,11 +809,12 @@ NPUCachingAllocator::Snapshot NPUCachingAllocator::snapshot(c10::MempoolId_t poo
 }
 
 void NPUCachingAllocator::record_history(bool enabled, CreateContextFn gather, RecordContext when, bool trace,
-                                         size_t max_entries, bool clear_history) {
+                                         size_t max_entries, bool clear_history,
+                                         const std::vector<TraceEntry::Action>& skip) {
   g_gather.store(enabled ? gather : nullptr);
   g_record_when.store(static_cast<int>(enabled ? when : RecordContext::NEVER));
   for (c10::DeviceIndex d = 0; d < device_count(); ++d)
-    state(d).set_history(enabled && trace, max_entries, clear_history);
+    state(d).set_history(enabled && trace, max_entries, clear_history, skip);
 }
 
 void NPUCachingAllocator::attach_oom_observer(OomObserver observer) {

@@ -56,10 +56,11 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   Snapshot snapshot(c10::MempoolId_t pool = {0, 0});
 
   // torch.npu.memory._record_memory_history: trace keeps a history of up to max_entries events per device (else only
-  // the live blocks' stacks); `when` says which events get a stack from `gather`. enabled=false stops recording.
+  // the live blocks' stacks), but none of the actions in `skip`; `when` says which events get a stack from
+  // `gather`. enabled=false stops recording.
   void record_history(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
                       c10::CachingDeviceAllocator::RecordContext when, bool trace, size_t max_entries,
-                      bool clear_history);
+                      bool clear_history, const std::vector<c10::CachingDeviceAllocator::TraceEntry::Action>& skip);
   // Called (allocator unlocked) before an OutOfMemoryError is raised: device, bytes requested, bytes free on it.
   using OomObserver = std::function<void(c10::DeviceIndex, size_t, size_t)>;
   void attach_oom_observer(OomObserver observer);

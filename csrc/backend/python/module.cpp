@@ -80,7 +80,10 @@ std::shared_ptr<c10::GatheredContext> gather_all() { return torch::CapturedTrace
 
 // torch.npu.memory._record_memory_history's arguments, with the checks and meanings of torch.cuda's.
 void record_memory_history(std::optional<std::string> enabled, std::optional<std::string> context,
-                           const std::string& stacks, size_t max_entries, bool clear_history) {
+                           const std::string& stacks, size_t max_entries, bool clear_history,
+                           const std::vector<std::string>& skip_actions) {
+  std::vector<TraceEntry::Action> skip;
+  for (const auto& name : skip_actions) skip.push_back(c10::CachingDeviceAllocator::parseTraceEntryAction(name));
   TORCH_CHECK(!enabled || *enabled == "state" || *enabled == "all",
               "expected enabled to be 'state', 'all' or None, got '", *enabled, "'");
   TORCH_CHECK(!context || *context == "state" || *context == "alloc" || *context == "all",
@@ -92,7 +95,7 @@ void record_memory_history(std::optional<std::string> enabled, std::optional<std
     torch::installCapturedTracebackPython();
   }
   NPUCachingAllocator::get()->record_history(enabled.has_value(), stacks == "all" ? &gather_all : &gather_python, when,
-                                             enabled && *enabled == "all", max_entries, clear_history);
+                                             enabled && *enabled == "all", max_entries, clear_history, skip);
 }
 
 const char* action_name(TraceEntry::Action a) {

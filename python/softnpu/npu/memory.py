@@ -191,13 +191,12 @@ def _record_memory_history(
     """Records the stack of every allocation and, with enabled="all", a history of up to max_entries allocator
     events per device (alloc, free_requested, free_completed, segment_alloc, segment_free, oom, snapshot), as
     torch.cuda.memory._record_memory_history. stacks="python" gathers Python frames, "all" Python and C++ frames.
-    enabled=None stops recording. As torch.cuda's, it records every device (`device` is accepted and unused)."""
+    enabled=None stops recording; skip_actions lists actions not to record. As torch.cuda's, it records every device
+    (`device` is accepted and unused)."""
     _lazy_init()
     if isinstance(enabled, bool):  # the legacy signature: _record_memory_history(True/False, ...)
         enabled = "all" if enabled else None
-    if skip_actions:
-        raise NotImplementedError("torch.npu.memory._record_memory_history: skip_actions is not supported")
-    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history)
+    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history, skip_actions or [])
 
 
 def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict:
@@ -231,7 +230,7 @@ def _install_oom_snapshot() -> None:
     if not mode:
         return
     _C._record_memory_history("all" if mode == 1 else "state", "all" if mode == 1 else "state", "python", sys.maxsize,
-                              False)
+                              False, [])
 
     def dump(device: int, alloc: int, free: int) -> None:
         name = os.path.join(path, f"oom_snapshot_{os.getpid()}_{time.strftime('%Y%m%d%H%M%S')}.pickle")
