@@ -204,3 +204,20 @@ def test_skip_actions():
     assert "alloc" in actions and "free_completed" in actions and "free_requested" not in actions
     with pytest.raises(RuntimeError, match="Unknown TraceEntry action"):
         torch.npu.memory._record_memory_history(skip_actions=["bogus"])
+
+
+def test_out_of_memory_observer_sees_the_failed_allocation():
+    code = """
+import torch, torch_npu
+seen = []
+torch.npu.memory._attach_out_of_memory_observer(lambda *args: seen.append(args))
+keep = torch.ones(1 << 20, dtype=torch.uint8, device="npu")
+try:
+    torch.empty(1 << 30, dtype=torch.uint8, device="npu")
+except torch.OutOfMemoryError:
+    pass
+(device, alloc, allocated, free), = seen
+print(device, alloc, allocated >= 1 << 20, 0 < free <= 256 << 20, int(keep.sum().item()))
+"""
+    r = run_python(code, env={"SOFTNPU_MEMORY_MB": "256"}, timeout=300)
+    assert r.lines[-1] == f"0 {1 << 30} True True {1 << 20}", r.describe()
