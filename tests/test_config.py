@@ -19,6 +19,7 @@ OUT_OF_RANGE = {
     "ASCEND_GLOBAL_LOG_LEVEL": "7",
     "ASCEND_RT_VISIBLE_DEVICES": "0,0",
     "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:abc",
+    "OOM_SNAPSHOT_ENABLE": "3",
 }
 
 # Uses the device in every way that reads a variable: runtime start, allocation, a launch, a matrix op, a host

@@ -431,3 +431,24 @@ def test_this_process_is_not_patched():
     assert not hasattr(torch.randn, "__wrapped__") and not hasattr(torch.Tensor.to, "__wrapped__")
     assert torch.ones(1, device="npu").is_cuda is False
     assert torch.cuda.device_count() == 0 and torch.npu.device_count() == DEVICE_COUNT
+
+
+def test_memory_debugging_and_legacy_types():
+    out = run_cuda("""
+        import types
+        out = {}
+        torch.cuda.memory._record_memory_history(stacks="python")
+        x = torch.empty(1000, device="cuda")
+        snap = torch.cuda.memory._snapshot()
+        out["block recorded"] = any(b["address"] == x.data_ptr() and b["frames"]
+                                    for s in snap["segments"] for b in s["blocks"])
+        out["memory is a module"] = isinstance(torch.cuda.memory, types.ModuleType)
+        t = torch.cuda.FloatTensor(2, 3)
+        out["FloatTensor"] = [str(t.device), isinstance(t, torch.cuda.FloatTensor)]
+        torch.cuda.set_per_process_memory_fraction(0.5)
+        out["fraction"] = torch.cuda.get_per_process_memory_fraction()
+        out["hf32"] = torch.cuda.matmul.allow_hf32
+        print(json.dumps(out))
+    """)
+    assert out == {"block recorded": True, "memory is a module": True, "FloatTensor": ["npu:0", True],
+                   "fraction": 0.5, "hf32": False}

@@ -1,14 +1,20 @@
 #include "backend/allocator.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/device.h"
@@ -20,7 +26,10 @@ namespace softnpu {
 using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatType;
 using c10::CachingAllocator::StatTypes;
+using c10::CachingDeviceAllocator::CreateContextFn;
 using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::TraceEntry;
 
 namespace {
 
@@ -32,6 +41,7 @@ constexpr size_t kMinLargeAlloc = 10 << 20;  // larger requests get a segment of
 constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
 
 struct BlockPool;
+struct PrivatePool;
 
 struct Block {
   c10::DeviceIndex device;
@@ -45,6 +55,7 @@ struct Block {
   Block* next = nullptr;
   std::vector<snpuStream_t> stream_uses;  // other streams the block was used on (record_stream)
   int event_count = 0;                    // events still pending before the block can be reused
+  std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it (while recording history)
 
   Block(c10::DeviceIndex d, snpuStream_t s, size_t sz, BlockPool* p, void* ptr_)
       : device(d), stream(s), size(sz), pool(p), ptr(ptr_) {}
@@ -58,10 +69,42 @@ bool block_less(const Block* a, const Block* b) {
 }
 
 struct BlockPool {
-  explicit BlockPool(bool small) : blocks(block_less), is_small(small) {}
+  BlockPool(bool small, PrivatePool* owner_) : blocks(block_less), is_small(small), owner(owner_) {}
   std::set<Block*, bool (*)(const Block*, const Block*)> blocks;
   const bool is_small;
+  PrivatePool* const owner;  // the MemPool it belongs to, or null for the device's default pools
 };
+
+// A MemPool's blocks on one device. Released (its MemPool deleted), it returns each segment once the segment is free.
+struct PrivatePool {
+  explicit PrivatePool(c10::MempoolId_t id_) : id(id_), small(true, this), large(false, this) {}
+  const c10::MempoolId_t id;
+  BlockPool small;
+  BlockPool large;
+  size_t segments = 0;
+  bool released = false;
+};
+
+c10::MempoolId_t pool_id(const BlockPool& pool) { return pool.owner ? pool.owner->id : c10::MempoolId_t{0, 0}; }
+
+// What the history records, for every device. Read without the device lock: stacks are gathered before taking it
+// (gathering Python frames takes the GIL, which a thread waiting for the lock may hold).
+std::atomic<int> g_record_when{static_cast<int>(RecordContext::NEVER)};
+std::atomic<CreateContextFn> g_gather{nullptr};
+
+std::shared_ptr<c10::GatheredContext> maybe_gather(RecordContext level) {
+  if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(level)) return nullptr;
+  const CreateContextFn fn = g_gather.load(std::memory_order_relaxed);
+  return fn ? fn() : nullptr;
+}
+
+std::mutex g_observers_mutex;
+std::vector<NPUCachingAllocator::OomObserver> g_oom_observers;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string format_size(uint64_t size) {
   std::ostringstream os;
@@ -113,22 +156,28 @@ void for_stats(const StatTypes& types, F f) {
 // One device's allocator state, under one mutex.
 class DeviceAllocatorState {
  public:
-  explicit DeviceAllocatorState(c10::DeviceIndex device) : device_(device), small_(true), large_(false) {
+  explicit DeviceAllocatorState(c10::DeviceIndex device)
+      : device_(device), small_(true, nullptr), large_(false, nullptr) {
     stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
   }
 
   Block* malloc(size_t orig_size, snpuStream_t stream) {
+    auto context = maybe_gather(RecordContext::STATE);
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = round_size(orig_size);
-    BlockPool& pool = size <= kSmallSize ? small_ : large_;
-    Block* block = find_free(pool, size, stream);
+    PrivatePool* priv = pool_of_this_thread();
+    BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
+    Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
     if (!block) block = new_segment(pool, size, stream, orig_size, lock);
-    return take(block, pool, size, orig_size);
+    return take(block, pool, size, orig_size, std::move(context));
   }
 
   void free(Block* block) {
+    auto context = maybe_gather(RecordContext::ALL);
     std::lock_guard<std::mutex> lock(mutex_);
+    record_trace(TraceEntry::FREE_REQUESTED, block->ptr, block->requested_size, block->stream, pool_id(*block->pool),
+                 context);
     block->allocated = false;
     const StatTypes types = stat_types_for(*block->pool);
     for_stats(types, [&](size_t i) {
@@ -148,7 +197,7 @@ class DeviceAllocatorState {
       }
       block->stream_uses.clear();
     } else {
-      release_to_pool(block);
+      release_to_pool(block, std::move(context));
     }
   }
 
@@ -164,6 +213,75 @@ class DeviceAllocatorState {
     synchronize_pending();
     release_cached(small_);
     release_cached(large_);
+  }
+
+  // torch.npu.empty_cache(mempool_id): the pool's free segments only.
+  void empty_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = private_pools_.find(id);
+    if (it == private_pools_.end()) return;
+    synchronize_pending();
+    PrivatePool* p = it->second.get();
+    release_cached(p->small);
+    release_cached(p->large);
+    maybe_erase_pool(p);
+  }
+
+  // The MemPool was deleted: its free segments go back to the device now, the others when their blocks are freed.
+  void release_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = private_pools_.find(id);
+    if (it == private_pools_.end()) return;
+    PrivatePool* p = it->second.get();
+    p->released = true;
+    release_cached(p->small);
+    release_cached(p->large);
+    maybe_erase_pool(p);
+  }
+
+  void begin_allocate_to_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    allocate_to_.emplace_back(id, std::this_thread::get_id());
+  }
+
+  void end_allocate_to_pool(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto me = std::this_thread::get_id();
+    for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
+      if (it->first == id && it->second == me) {
+        allocate_to_.erase(std::next(it).base());
+        return;
+      }
+    }
+  }
+
+  void set_history(bool trace, size_t max_entries, bool clear, const std::vector<TraceEntry::Action>& skip) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_on_ = trace;
+    skip_mask_ = 0;
+    for (TraceEntry::Action a : skip) skip_mask_ |= 1u << a;
+    max_entries_ = std::max<size_t>(max_entries, 1);
+    if (clear || trace_.size() > max_entries_) {
+      trace_.clear();
+      trace_next_ = 0;
+    }
+    if (!trace && g_record_when.load() == static_cast<int>(RecordContext::NEVER)) {
+      for (Block* head : segments_)
+        for (Block* b = head; b; b = b->next) b->context.reset();
+    }
+  }
+
+  void set_fraction(double fraction) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t free_bytes = 0, total = 0;
+    NPU_CHECK(snpuMemGetInfo(device_, &free_bytes, &total));
+    fraction_ = fraction;
+    allowed_ = static_cast<size_t>(fraction * static_cast<double>(total));
+  }
+
+  double fraction() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return fraction_;
   }
 
   DeviceStats stats() {
@@ -200,21 +318,26 @@ class DeviceAllocatorState {
     stats_.oversize_segments.reset_peak();
   }
 
-  std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot() {
+  // Segments in address order (of one private pool, if given), and the history oldest first.
+  void snapshot(c10::MempoolId_t filter, NPUCachingAllocator::Snapshot& into) {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<c10::CachingDeviceAllocator::SegmentInfo> out;
-    for (Block* head : segments_) {
+    std::vector<Block*> heads(segments_.begin(), segments_.end());
+    std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+    for (Block* head : heads) {
+      if (filter != c10::MempoolId_t{0, 0} && pool_id(*head->pool) != filter) continue;
       c10::CachingDeviceAllocator::SegmentInfo seg;
       seg.device = device_;
       seg.address = reinterpret_cast<size_t>(head->ptr);
       seg.stream = head->stream;
       seg.is_large = !head->pool->is_small;
+      seg.owner_private_pool_id = pool_id(*head->pool);
       for (Block* b = head; b; b = b->next) {
         c10::CachingDeviceAllocator::BlockInfo bi;
         bi.size = b->size;
         bi.requested_size = b->requested_size;
         bi.allocated = b->allocated;
         bi.active = b->allocated || b->event_count > 0;
+        bi.context_when_allocated = b->context;
         seg.total_size += b->size;
         if (b->allocated) {
           seg.allocated_size += b->size;
@@ -223,9 +346,12 @@ class DeviceAllocatorState {
         if (bi.active) seg.active_size += b->size;
         seg.blocks.push_back(bi);
       }
-      out.push_back(std::move(seg));
+      into.segments.push_back(std::move(seg));
     }
-    return out;
+    record_trace(TraceEntry::SNAPSHOT, nullptr, 0, nullptr, {0, 0}, nullptr);
+    std::vector<TraceEntry> history(trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
+    history.insert(history.end(), trace_.begin(), trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_));
+    into.device_traces.push_back(std::move(history));
   }
 
  private:
@@ -243,9 +369,52 @@ class DeviceAllocatorState {
     return b;
   }
 
+  PrivatePool* pool_of_this_thread() {
+    if (allocate_to_.empty()) return nullptr;
+    const auto me = std::this_thread::get_id();
+    for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
+      if (it->second != me) continue;
+      auto& p = private_pools_[it->first];
+      if (!p) p = std::make_unique<PrivatePool>(it->first);
+      return p.get();
+    }
+    return nullptr;
+  }
+
+  void maybe_erase_pool(PrivatePool* p) {
+    if (p && p->released && p->segments == 0) private_pools_.erase(p->id);
+  }
+
+  // Every whole free segment of the default pools and of released private pools.
+  void release_all_cached() {
+    release_cached(small_);
+    release_cached(large_);
+    for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+      PrivatePool* p = (it++)->second.get();
+      if (!p->released) continue;
+      release_cached(p->small);
+      release_cached(p->large);
+      maybe_erase_pool(p);
+    }
+  }
+
+  void record_trace(TraceEntry::Action action, const void* addr, size_t size, snpuStream_t stream,
+                    c10::MempoolId_t pool, std::shared_ptr<c10::GatheredContext> context) {
+    if (!trace_on_ || (skip_mask_ & (1u << action))) return;
+    if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(RecordContext::ALLOC)) context = nullptr;
+    TraceEntry te(action, device_, reinterpret_cast<size_t>(addr), size, stream, pool, 0, std::move(context));
+    te.time_.t_ = static_cast<time_t>(now_us());
+    if (trace_.size() < max_entries_) {
+      trace_.push_back(std::move(te));
+    } else {
+      trace_[trace_next_++] = std::move(te);
+      if (trace_next_ == max_entries_) trace_next_ = 0;
+    }
+  }
+
   Block* new_segment(BlockPool& pool, size_t size, snpuStream_t stream, size_t orig_size,
                      std::unique_lock<std::mutex>& lock) {
-    const size_t alloc_size = segment_size(size);
+    const size_t alloc_size = no_memory_caching() ? size : segment_size(size);
     maybe_collect_garbage(alloc_size);
     void* ptr = nullptr;
     snpuError_t err = device_malloc(&ptr, alloc_size);
@@ -253,13 +422,12 @@ class DeviceAllocatorState {
       // Release every cached segment, then retry once (as CUDA's allocator does).
       ++stats_.num_alloc_retries;
       synchronize_pending();
-      release_cached(small_);
-      release_cached(large_);
+      release_all_cached();
       err = device_malloc(&ptr, alloc_size);
     }
     if (err == snpuErrorMemoryAllocation) {
       ++stats_.num_ooms;
-      raise_oom(orig_size, alloc_size);
+      raise_oom(orig_size, alloc_size, stream, pool_id(pool), lock);
     }
     NPU_CHECK(err);
     const StatTypes types = stat_types_for(pool);
@@ -270,10 +438,15 @@ class DeviceAllocatorState {
     if (!pool.is_small && alloc_size >= allocator_config().max_split_size) stats_.oversize_segments.increase(1);
     Block* block = new Block(device_, stream, alloc_size, &pool, ptr);
     segments_.insert(block);
+    if (pool.owner) ++pool.owner->segments;
+    // No stack of its own (gathering under the lock could wait for the GIL): the alloc event right after has it.
+    record_trace(TraceEntry::SEGMENT_ALLOC, ptr, alloc_size, stream, pool_id(pool), nullptr);
     return block;
   }
 
   snpuError_t device_malloc(void** ptr, size_t size) {
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    if (allowed_ != SIZE_MAX && stats_.reserved_bytes[agg].current + size > allowed_) return snpuErrorMemoryAllocation;
     int prev = 0;
     snpuGetDevice(&prev);
     snpuSetDevice(device_);
@@ -283,29 +456,44 @@ class DeviceAllocatorState {
     return err;
   }
 
-  [[noreturn]] void raise_oom(size_t orig_size, size_t alloc_size) {
+  // Records the OOM, lets the observers look (a snapshot takes the lock, so it is released first), then raises.
+  [[noreturn]] void raise_oom(size_t orig_size, size_t alloc_size, snpuStream_t stream, c10::MempoolId_t pool,
+                              std::unique_lock<std::mutex>& lock) {
     size_t free_bytes = 0, total = 0;
     snpuMemGetInfo(device_, &free_bytes, &total);
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     const uint64_t allocated = stats_.allocated_bytes[agg].current;
     const uint64_t reserved = stats_.reserved_bytes[agg].current;
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Tried to allocate ", format_size(alloc_size),
-                     " (", format_size(orig_size), " requested). NPU ", static_cast<int>(device_),
-                     " has a total capacity of ", format_size(total), " of which ", format_size(free_bytes),
-                     " is free. Of the allocated memory ", format_size(allocated),
-                     " is allocated by PyTorch, and ", format_size(reserved - allocated),
-                     " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
-                     "setting max_split_size_mb to avoid fragmentation. See the documentation of "
-                     "PYTORCH_NPU_ALLOC_CONF (and SOFTNPU_MEMORY_MB for the device capacity).");
+    record_trace(TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), alloc_size, stream, pool, nullptr);
+    const std::string allowed =
+        allowed_ == SIZE_MAX ? "" : " " + format_size(allowed_) + " allowed by set_per_process_memory_fraction;";
+    const std::string message = c10::str(
+        "NPU out of memory. Tried to allocate ", format_size(alloc_size), " (", format_size(orig_size),
+        " requested). NPU ", static_cast<int>(device_), " has a total capacity of ", format_size(total), " of which ",
+        format_size(free_bytes), " is free.", allowed, " Of the allocated memory ", format_size(allocated),
+ " is allocated by PyTorch, and ", format_size(reserved - allocated),
+        " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+        "setting max_split_size_mb to avoid fragmentation. See the documentation of "
+        "PYTORCH_NPU_ALLOC_CONF (and SOFTNPU_MEMORY_MB for the device capacity).");
+    std::vector<NPUCachingAllocator::OomObserver> observers;
+    {
+      std::lock_guard<std::mutex> g(g_observers_mutex);
+      observers = g_oom_observers;
+    }
+    lock.unlock();
+    for (const auto& observer : observers) observer(device_, alloc_size, free_bytes);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, message);
   }
 
   // Splits the block if the remainder is worth keeping, marks it allocated, updates statistics. inactive_split
   // counts the free blocks of split segments: a split creates one, or shrinks one that existed.
-  Block* take(Block* block, BlockPool& pool, size_t size, size_t orig_size) {
+  Block* take(Block* block, BlockPool& pool, size_t size, size_t orig_size,
+              std::shared_ptr<c10::GatheredContext> context) {
     const StatTypes types = stat_types_for(pool);
     const size_t remaining = block->size - size;
-    const bool split = pool.is_small ? remaining >= kMinBlockSize
-                                     : size < allocator_config().max_split_size && remaining > kSmallSize;
+    const bool split = !no_memory_caching() &&
+                       (pool.is_small ? remaining >= kMinBlockSize
+                                      : size < allocator_config().max_split_size && remaining > kSmallSize);
     const bool already_split = block->is_split();
     if (split) {
       Block* rest = new Block(device_, block->stream, remaining, &pool, static_cast<char*>(block->ptr) + size);
@@ -331,6 +519,8 @@ class DeviceAllocatorState {
     }
     block->allocated = true;
     block->requested_size = orig_size;
+    record_trace(TraceEntry::ALLOC, block->ptr, orig_size, block->stream, pool_id(pool), context);
+    block->context = std::move(context);
     for_stats(types, [&](size_t i) {
       stats_.allocation[i].increase(1);
       stats_.allocated_bytes[i].increase(block->size);
@@ -342,9 +532,13 @@ class DeviceAllocatorState {
     return block;
   }
 
-  // Back to its stream's free list, merged with free neighbours.
-  void release_to_pool(Block* block) {
+  // Back to its stream's free list, merged with free neighbours. Without caching, or in a released private pool, a
+  // segment that became wholly free goes back to the device.
+  void release_to_pool(Block* block, std::shared_ptr<c10::GatheredContext> context = nullptr) {
     BlockPool& pool = *block->pool;
+    record_trace(TraceEntry::FREE_COMPLETED, block->ptr, block->requested_size, block->stream, pool_id(pool),
+                 std::move(context));
+    block->context.reset();
     const StatTypes types = stat_types_for(pool);
     const size_t original_size = block->size;
     for_stats(types, [&](size_t i) {
@@ -370,6 +564,11 @@ class DeviceAllocatorState {
       if (inactive_bytes_delta < 0) stats_.inactive_split_bytes[i].decrease(-inactive_bytes_delta);
     });
     pool.blocks.insert(block);
+    PrivatePool* owner = pool.owner;
+    if (no_memory_caching() || (owner && owner->released)) {
+      release_cached(pool);
+      maybe_erase_pool(owner);
+    }
   }
 
   // Absorbs a free neighbour into block; returns the neighbour's size.
@@ -401,6 +600,8 @@ class DeviceAllocatorState {
       }
       it = pool.blocks.erase(it);
       segments_.erase(b);
+      if (pool.owner) --pool.owner->segments;
+      record_trace(TraceEntry::SEGMENT_FREE, b->ptr, b->size, b->stream, pool_id(pool), nullptr);
       const StatTypes types = stat_types_for(pool);
       for_stats(types, [&](size_t i) {
         stats_.segment[i].decrease(1);
@@ -423,8 +624,7 @@ class DeviceAllocatorState {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     if (static_cast<double>(stats_.reserved_bytes[agg].current + alloc_size) > threshold * total) {
       synchronize_pending();
-      release_cached(large_);
-      release_cached(small_);
+      release_all_cached();
     }
   }
 
@@ -480,7 +680,24 @@ class DeviceAllocatorState {
   std::deque<std::pair<snpuEvent_t, Block*>> pending_;
   std::vector<snpuEvent_t> free_events_;
   DeviceStats stats_;
+  std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<c10::MempoolId_t, std::thread::id>> allocate_to_;  // use_mem_pool contexts, innermost last
+  double fraction_ = 1.0;
+  size_t allowed_ = SIZE_MAX;  // reserved bytes allowed by set_per_process_memory_fraction
+  bool trace_on_ = false;
+  uint32_t skip_mask_ = 0;  // bit per TraceEntry::Action not recorded
+  size_t max_entries_ = 1;
+  std::vector<TraceEntry> trace_;  // a ring buffer of max_entries_; trace_next_ is the oldest once full
+  size_t trace_next_ = 0;
 };
+
+// MemPool references (the MemPool objects and use_mem_pool contexts), for every device.
+std::mutex g_pools_mutex;
+std::map<c10::MempoolId_t, int> g_pool_refs;
+c10::CaptureId_t g_next_pool_uid = 1;
+
+std::mutex g_raw_mutex;
+std::unordered_map<void*, c10::DataPtr> g_raw_allocations;  // caching_allocator_alloc's blocks
 
 DeviceAllocatorState& state(c10::DeviceIndex device) {
   static std::vector<std::unique_ptr<DeviceAllocatorState>> all = [] {
@@ -500,6 +717,25 @@ void free_block(void* ctx) {
   state(block->device).free(block);
 }
 
+// The user's allocator of change_current_allocator (NPUPluggableAllocator), in place of the caching allocator.
+std::atomic<NPUCachingAllocator::PluggableAllocFn> g_plug_alloc{nullptr};
+std::atomic<NPUCachingAllocator::PluggableFreeFn> g_plug_free{nullptr};
+std::atomic<bool> g_allocated_once{false};  // the allocator can no longer be swapped
+
+struct PluggableBlock {
+  void* ptr;
+  size_t size;
+  int device;
+  snpuStream_t stream;
+};
+
+void free_pluggable(void* ctx) {
+  if (C10_UNLIKELY(in_bad_fork())) return;
+  auto* b = static_cast<PluggableBlock*>(ctx);
+  g_plug_free.load()(b->ptr, b->size, b->device, b->stream);
+  delete b;
+}
+
 }  // namespace
 
 NPUCachingAllocator* NPUCachingAllocator::get() {
@@ -511,6 +747,15 @@ c10::DataPtr NPUCachingAllocator::allocate_on(size_t nbytes, const NPUStream& st
   check_not_in_bad_fork();  // a cached block would be handed out without entering the runtime
   const c10::Device device = stream.device();
   if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, device);
+  g_allocated_once.store(true, std::memory_order_relaxed);
+  if (const PluggableAllocFn user_alloc = g_plug_alloc.load(std::memory_order_relaxed)) {
+    const c10::DeviceGuard guard(device);  // the user's allocator allocates on the runtime's current device
+    void* ptr = user_alloc(nbytes, device.index(), stream.handle());
+    TORCH_CHECK_WITH(OutOfMemoryError, ptr, "NPU out of memory: the pluggable allocator (NPUPluggableAllocator) "
+                     "returned no memory for ", format_size(nbytes), " on NPU ", static_cast<int>(device.index()));
+    return c10::DataPtr(ptr, new PluggableBlock{ptr, nbytes, device.index(), stream.handle()}, &free_pluggable,
+                        device);
+  }
   Block* block = state(device.index()).malloc(nbytes, stream.handle());
   return c10::DataPtr(block->ptr, block, &free_block, device);
 }
@@ -527,8 +772,14 @@ void NPUCachingAllocator::copy_data(void* dest, const void* src, std::size_t cou
 
 bool NPUCachingAllocator::initialized() { return true; }
 
-void NPUCachingAllocator::emptyCache(c10::MempoolId_t) {
-  for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).empty_cache();
+void NPUCachingAllocator::emptyCache(c10::MempoolId_t mempool_id) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
+    if (mempool_id == c10::MempoolId_t{0, 0}) {
+      state(d).empty_cache();
+    } else {
+      state(d).empty_pool(mempool_id);
+    }
+  }
 }
 
 void NPUCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
@@ -551,13 +802,101 @@ std::pair<size_t, size_t> NPUCachingAllocator::getMemoryInfo(c10::DeviceIndex de
   return {free_bytes, total};
 }
 
-std::vector<c10::CachingDeviceAllocator::SegmentInfo> NPUCachingAllocator::snapshot() {
-  std::vector<c10::CachingDeviceAllocator::SegmentInfo> all;
-  for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
-    auto segs = state(d).snapshot();
-    all.insert(all.end(), segs.begin(), segs.end());
+NPUCachingAllocator::Snapshot NPUCachingAllocator::snapshot(c10::MempoolId_t pool) {
+  Snapshot out;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).snapshot(pool, out);
+  return out;
+}
+
+void NPUCachingAllocator::record_history(bool enabled, CreateContextFn gather, RecordContext when, bool trace,
+                                         size_t max_entries, bool clear_history,
+                                         const std::vector<TraceEntry::Action>& skip) {
+  g_gather.store(enabled ? gather : nullptr);
+  g_record_when.store(static_cast<int>(enabled ? when : RecordContext::NEVER));
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+    state(d).set_history(enabled && trace, max_entries, clear_history, skip);
+}
+
+void NPUCachingAllocator::attach_oom_observer(OomObserver observer) {
+  std::lock_guard<std::mutex> g(g_observers_mutex);
+  g_oom_observers.push_back(std::move(observer));
+}
+
+void NPUCachingAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+  state(device).set_fraction(fraction);
+}
+
+double NPUCachingAllocator::memory_fraction(c10::DeviceIndex device) { return state(device).fraction(); }
+
+c10::MempoolId_t NPUCachingAllocator::create_pool() {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  const c10::MempoolId_t id{0, g_next_pool_uid++};
+  g_pool_refs[id] = 1;
+  return id;
+}
+
+void NPUCachingAllocator::release_pool(c10::MempoolId_t pool) {
+  {
+    std::lock_guard<std::mutex> g(g_pools_mutex);
+    auto it = g_pool_refs.find(pool);
+    if (it == g_pool_refs.end() || --it->second > 0) return;
+    g_pool_refs.erase(it);
   }
-  return all;
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).release_pool(pool);
+}
+
+int NPUCachingAllocator::pool_use_count(c10::MempoolId_t pool) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  auto it = g_pool_refs.find(pool);
+  return it == g_pool_refs.end() ? 0 : it->second;
+}
+
+void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  {
+    std::lock_guard<std::mutex> g(g_pools_mutex);
+    auto it = g_pool_refs.find(pool);
+    TORCH_CHECK(it != g_pool_refs.end(), "use_mem_pool: the MemPool (", pool.first, ", ", pool.second,
+                ") was released");
+    ++it->second;
+  }
+  state(device).begin_allocate_to_pool(pool);
+}
+
+void NPUCachingAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+  state(device).end_allocate_to_pool(pool);
+  release_pool(pool);
+}
+
+void* NPUCachingAllocator::raw_alloc(size_t nbytes, const NPUStream& stream) {
+  if (nbytes == 0) return nullptr;
+  c10::DataPtr data = allocate_on(nbytes, stream);
+  void* ptr = data.get();
+  std::lock_guard<std::mutex> g(g_raw_mutex);
+  g_raw_allocations.emplace(ptr, std::move(data));
+  return ptr;
+}
+
+void NPUCachingAllocator::use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free) {
+  TORCH_CHECK(alloc && free, "change_current_allocator: the allocator's alloc and free functions must not be null");
+  TORCH_CHECK(!g_allocated_once.load() && !g_plug_alloc.load(),
+              "Can't swap an already initialized allocator: change_current_allocator must be called before the "
+              "first npu allocation");
+  g_plug_free.store(free);
+  g_plug_alloc.store(alloc);
+}
+
+void NPUCachingAllocator::raw_delete(void* ptr) {
+  if (!ptr) return;
+  c10::DataPtr data;
+  {
+    std::lock_guard<std::mutex> g(g_raw_mutex);
+    auto it = g_raw_allocations.find(ptr);
+    TORCH_CHECK(it != g_raw_allocations.end(), "caching_allocator_delete: invalid device pointer: ", ptr,
+                " (not from caching_allocator_alloc, or already deleted)");
+    data = std::move(it->second);
+    g_raw_allocations.erase(it);
+  }
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, NPUCachingAllocator::get());

@@ -9,9 +9,17 @@
 //  - Segments come from the runtime (snpuMalloc). When the device is exhausted, cached segments are released and the
 //    allocation retried; if it still fails, torch.OutOfMemoryError is raised with CUDA's kind of message.
 //  - Statistics are c10's DeviceStats, so torch.npu.memory_stats() reads like torch.cuda.memory_stats().
+//  - Memory history (torch.npu.memory._record_memory_history): c10's TraceEntry ring buffer per device and the stack
+//    of every live block, gathered by a CreateContextFn the Python bindings install (Python and C++ frames).
+//  - Private pools (torch.npu.MemPool / use_mem_pool): allocations of a thread inside use_mem_pool come from the
+//    pool's own blocks; a released pool returns its segments to the device as soon as they are free.
+//  - set_per_process_memory_fraction caps the reserved memory of a device: beyond it, OutOfMemoryError.
+//  - PYTORCH_NO_NPU_MEMORY_CACHING=1: every block is a segment of its own, returned to the device when freed.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include <functional>
 
 #include "backend/stream.h"
 
@@ -39,8 +47,46 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   // Allocates for a given stream of the current device (the op path passes the stream it launches on).
   c10::DataPtr allocate_on(size_t nbytes, const NPUStream& stream);
 
-  // Segments and blocks, for torch.npu.memory_snapshot().
-  std::vector<c10::CachingDeviceAllocator::SegmentInfo> snapshot();
+  // Segments and blocks of every device (or of one private pool), for torch.npu.memory_snapshot(), and each
+  // device's recorded history (empty unless recording).
+  struct Snapshot {
+    std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;
+    std::vector<std::vector<c10::CachingDeviceAllocator::TraceEntry>> device_traces;
+  };
+  Snapshot snapshot(c10::MempoolId_t pool = {0, 0});
+
+  // torch.npu.memory._record_memory_history: trace keeps a history of up to max_entries events per device (else only
+  // the live blocks' stacks), but none of the actions in `skip`; `when` says which events get a stack from
+  // `gather`. enabled=false stops recording.
+  void record_history(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
+                      c10::CachingDeviceAllocator::RecordContext when, bool trace, size_t max_entries,
+                      bool clear_history, const std::vector<c10::CachingDeviceAllocator::TraceEntry::Action>& skip);
+  // Called (allocator unlocked) before an OutOfMemoryError is raised: device, bytes requested, bytes free on it.
+  using OomObserver = std::function<void(c10::DeviceIndex, size_t, size_t)>;
+  void attach_oom_observer(OomObserver observer);
+
+  // The cap of reserved memory, as a fraction of the device's capacity (1 by default).
+  void set_memory_fraction(double fraction, c10::DeviceIndex device);
+  double memory_fraction(c10::DeviceIndex device);
+
+  // Private pools: create returns a new id, release drops the creator's reference. While begin/end bracket a
+  // thread's work, that thread's allocations on the device come from the pool.
+  c10::MempoolId_t create_pool();
+  void release_pool(c10::MempoolId_t pool);
+  int pool_use_count(c10::MempoolId_t pool);
+  void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+  void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+
+  // torch.npu.memory.change_current_allocator(NPUPluggableAllocator(...)): every later allocation calls the user's
+  // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first
+  // allocation; the statistics then stay those of the unused cache.
+  using PluggableAllocFn = void* (*)(size_t size, int device, snpuStream_t stream);
+  using PluggableFreeFn = void (*)(void* ptr, size_t size, int device, snpuStream_t stream);
+  void use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free);
+
+  // caching_allocator_alloc / caching_allocator_delete: raw pointers, the block tracked here.
+  void* raw_alloc(size_t nbytes, const NPUStream& stream);
+  void raw_delete(void* ptr);
 
  private:
   NPUCachingAllocator() = default;

@@ -73,6 +73,22 @@ const AllocatorConfig& allocator_config() {
   return cfg;
 }
 
+bool no_memory_caching() {
+  static const bool v = parse_or_throw([] { return env::get_bool(env::Var::PYTORCH_NO_NPU_MEMORY_CACHING, false); });
+  return v;
+}
+
+int oom_snapshot_mode() {
+  static const int v =
+      parse_or_throw([] { return static_cast<int>(env::get_int(env::Var::OOM_SNAPSHOT_ENABLE, 0, 0, 2)); });
+  return v;
+}
+
+const std::string& oom_snapshot_path() {
+  static const std::string v = env::get_string(env::Var::OOM_SNAPSHOT_PATH, ".");
+  return v;
+}
+
 HalfCompute half_compute() {
   static const HalfCompute v = parse_or_throw([] {
     const std::string text = env::get_string(env::Var::SOFTNPU_HALF_COMPUTE, "auto");

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace softnpu {
 
@@ -15,6 +16,14 @@ struct AllocatorConfig {
 };
 
 const AllocatorConfig& allocator_config();
+
+// PYTORCH_NO_NPU_MEMORY_CACHING: the caching allocator caches nothing (PYTORCH_NO_CUDA_MEMORY_CACHING's meaning).
+bool no_memory_caching();
+
+// OOM_SNAPSHOT_ENABLE (0 off, 1 history and state, 2 state only) and OOM_SNAPSHOT_PATH: the snapshot written when an
+// OutOfMemoryError is raised (python/softnpu/npu/memory.py writes it).
+int oom_snapshot_mode();
+const std::string& oom_snapshot_path();
 
 // SOFTNPU_HALF_COMPUTE: how the cube ops (ops/cube.h) compute in float16 and bfloat16.
 enum class HalfCompute { kAuto, kNative, kFloat32 };

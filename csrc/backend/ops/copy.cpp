@@ -16,6 +16,7 @@
 #include "backend/npu_error.h"
 #include "backend/ops/executor.h"
 #include "backend/stream.h"
+#include "backend/sync_debug.h"
 
 namespace softnpu {
 
@@ -101,12 +102,11 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   const at::Tensor host = src.is_non_overlapping_and_dense() ? src : src.contiguous();
   const at::Tensor landing = memcpy_compatible(dst, host) ? dst : empty_like_layout(host, host.scalar_type(), dst.device());
   memcpy_on(stream, landing.data_ptr(), host.data_ptr(), host.nbytes(), snpuMemcpyHostToDevice);
-  if (is_pinned(host)) {
-    if (non_blocking) {
-      record_pinned_use(host.storage().data_ptr(), stream);
-    } else {
-      stream.synchronize();
-    }
+  if (is_pinned(host) && non_blocking) {
+    record_pinned_use(host.storage().data_ptr(), stream);
+  } else {
+    check_sync_debug("aten::copy_ (host to device, blocking or from pageable memory)");
+    if (is_pinned(host)) stream.synchronize();
   }
   if (!landing.is_same(dst)) device_copy_kernel(dst, landing);
 }
@@ -126,13 +126,12 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   const bool direct = memcpy_compatible(dst, staged);
   const at::Tensor host = direct ? dst : at::empty_strided(staged.sizes(), staged.strides(), staged.options().device(c10::kCPU));
   memcpy_on(stream, host.data_ptr(), staged.data_ptr(), host.nbytes(), snpuMemcpyDeviceToHost);
-  if (is_pinned(host)) {
-    if (non_blocking && direct) {
-      record_pinned_use(host.storage().data_ptr(), stream);
-      return;
-    }
-    stream.synchronize();
+  if (is_pinned(host) && non_blocking && direct) {
+    record_pinned_use(host.storage().data_ptr(), stream);
+    return;
   }
+  check_sync_debug("aten::copy_ (device to host)");
+  if (is_pinned(host)) stream.synchronize();
   if (!direct) dst.copy_(host);
 }
 

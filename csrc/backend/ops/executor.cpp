@@ -26,6 +26,7 @@
 #include "backend/ops/storage.h"
 #include "backend/profiler/launch_trace.h"
 #include "backend/stream.h"
+#include "backend/sync_debug.h"
 
 namespace softnpu {
 
@@ -286,6 +287,7 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
   }
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
   g_sync_points.fetch_add(1, std::memory_order_relaxed);
+  check_sync_debug(info.name.c_str());
 
   // The kernel writes the tensors themselves, so the CPU kernel sees their true aliasing (and rejects an out= tensor
   // that overlaps an input, as on the CPU); what it resizes is taken over once the host has waited for it.

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "backend/npu_error.h"
+#include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/meta_cache.h"
@@ -401,6 +402,8 @@ int run_kernel(void* arg) {
       run_op(k, outputs);
     }
     for (const auto& [t, r] : written) keep_bits(t, *r);
+    check_overflow(outputs);
+    for (const auto& [t, r] : written) check_overflow(t);
     views.restore();
     if (k.sync) k.sync->returns = std::move(k.stack);
     return 0;

@@ -19,6 +19,7 @@
 #include "backend/npu_error.h"
 #include "backend/ops/storage.h"
 #include "backend/stream.h"
+#include "backend/sync_debug.h"
 
 namespace softnpu {
 
@@ -133,6 +134,7 @@ at::Tensor& set_empty(at::Tensor& self) {
 // reports a kernel error of that stream, as CUDA's .item() does).
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  check_sync_debug("aten::_local_scalar_dense (Tensor.item())");
   const c10::DeviceGuard guard(self.device());
   const NPUStream stream = getCurrentNPUStream();
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));

@@ -1,7 +1,9 @@
 // softnpu._C: the few entry points the Python device module (python/softnpu) needs beyond what torch already exposes
 // for an accelerator (torch.Stream, torch.Event, torch.accelerator and its memory functions, which reach the backend
 // through the guard, hooks and allocator). Every call that may wait releases the GIL.
+#include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "backend/allocator.h"
@@ -9,12 +11,23 @@
 #include "backend/generator.h"
 #include "backend/guard.h"
 #include "backend/npu_error.h"
+#include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
+#include "backend/env.h"
 #include "backend/stream.h"
+#include "backend/sync_debug.h"
 #include "common/env.h"
 
 namespace py = pybind11;
+
+// torch/csrc/profiler/python/combined_traceback.h declares these, but includes nlohmann/json.hpp, which the installed
+// torch does not ship: the declarations are repeated here (libtorch_python exports them).
+namespace torch {
+TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+TORCH_PYTHON_API void freeDeadCapturedTracebackFrames();
+TORCH_PYTHON_API void installCapturedTracebackPython();
+}  // namespace torch
 
 namespace softnpu {
 
@@ -58,6 +71,176 @@ int sleep_kernel(void* arg) {
   }
   return 0;
 }
+
+using c10::CachingDeviceAllocator::RecordContext;
+using c10::CachingDeviceAllocator::TraceEntry;
+
+std::shared_ptr<c10::GatheredContext> gather_python() { return torch::CapturedTraceback::gather(true, true, false); }
+std::shared_ptr<c10::GatheredContext> gather_all() { return torch::CapturedTraceback::gather(true, true, true); }
+
+// torch.npu.memory._record_memory_history's arguments, with the checks and meanings of torch.cuda's.
+void record_memory_history(std::optional<std::string> enabled, std::optional<std::string> context,
+                           const std::string& stacks, size_t max_entries, bool clear_history,
+                           const std::vector<std::string>& skip_actions) {
+  std::vector<TraceEntry::Action> skip;
+  for (const auto& name : skip_actions) skip.push_back(c10::CachingDeviceAllocator::parseTraceEntryAction(name));
+  TORCH_CHECK(!enabled || *enabled == "state" || *enabled == "all",
+              "expected enabled to be 'state', 'all' or None, got '", *enabled, "'");
+  TORCH_CHECK(!context || *context == "state" || *context == "alloc" || *context == "all",
+              "expected context to be 'all', 'alloc', 'state' or None, got '", *context, "'");
+  TORCH_CHECK(stacks == "python" || stacks == "all", "expected stacks to be 'python' or 'all', got '", stacks, "'");
+  RecordContext when = RecordContext::NEVER;
+  if (context) {
+    when = *context == "all" ? RecordContext::ALL : *context == "alloc" ? RecordContext::ALLOC : RecordContext::STATE;
+    torch::installCapturedTracebackPython();
+  }
+  NPUCachingAllocator::get()->record_history(enabled.has_value(), stacks == "all" ? &gather_all : &gather_python, when,
+                                             enabled && *enabled == "all", max_entries, clear_history, skip);
+}
+
+const char* action_name(TraceEntry::Action a) {
+  switch (a) {
+    case TraceEntry::ALLOC: return "alloc";
+    case TraceEntry::FREE_REQUESTED: return "free_requested";
+    case TraceEntry::FREE_COMPLETED: return "free_completed";
+    case TraceEntry::SEGMENT_ALLOC: return "segment_alloc";
+    case TraceEntry::SEGMENT_FREE: return "segment_free";
+    case TraceEntry::SEGMENT_MAP: return "segment_map";
+    case TraceEntry::SEGMENT_UNMAP: return "segment_unmap";
+    case TraceEntry::SNAPSHOT: return "snapshot";
+    case TraceEntry::OOM: return "oom";
+  }
+  return "unknown";
+}
+
+// torch.npu.memory._snapshot(): the dictionary torch.cuda.memory._snapshot() returns (the format torch.cuda._memory_viz
+// reads), stacks symbolized once for all blocks and events.
+py::dict snapshot_dict(c10::MempoolId_t pool) {
+  const auto snap = NPUCachingAllocator::get()->snapshot(pool);
+  std::vector<torch::CapturedTraceback*> to_symbolize;
+  auto index_of = [&](const std::shared_ptr<c10::GatheredContext>& c) -> int64_t {
+    auto* t = dynamic_cast<torch::CapturedTraceback*>(c.get());
+    if (!t) return -1;
+    to_symbolize.push_back(t);
+    return static_cast<int64_t>(to_symbolize.size()) - 1;
+  };
+  std::vector<std::vector<int64_t>> block_frames;
+  for (const auto& seg : snap.segments) {
+    block_frames.emplace_back();
+    for (const auto& b : seg.blocks) block_frames.back().push_back(index_of(b.context_when_allocated));
+  }
+  std::vector<std::vector<int64_t>> trace_frames;
+  for (const auto& trace : snap.device_traces) {
+    trace_frames.emplace_back();
+    for (const auto& te : trace) trace_frames.back().push_back(index_of(te.context_));
+  }
+  torch::freeDeadCapturedTracebackFrames();
+  const std::vector<py::object> frames = torch::py_symbolize(to_symbolize);
+  auto frames_at = [&](int64_t i) -> py::object { return i < 0 ? py::list() : frames[static_cast<size_t>(i)]; };
+
+  py::list segments;
+  for (size_t si = 0; si < snap.segments.size(); ++si) {
+    const auto& seg = snap.segments[si];
+    py::dict s;
+    s["device"] = static_cast<int>(seg.device);
+    s["address"] = seg.address;
+    s["total_size"] = seg.total_size;
+    s["allocated_size"] = seg.allocated_size;
+    s["active_size"] = seg.active_size;
+    s["requested_size"] = seg.requested_size;
+    s["stream"] = reinterpret_cast<uintptr_t>(seg.stream);
+    s["segment_type"] = seg.is_large ? "large" : "small";
+    s["segment_pool_id"] = py::make_tuple(seg.owner_private_pool_id.first, seg.owner_private_pool_id.second);
+    s["expandable"] = false;
+    s["frames"] = py::list();
+    py::list blocks;
+    size_t address = seg.address;
+    for (size_t bi = 0; bi < seg.blocks.size(); ++bi) {
+      const auto& b = seg.blocks[bi];
+      py::dict bd;
+      bd["address"] = address;
+      bd["size"] = b.size;
+      bd["requested_size"] = b.requested_size;
+      bd["state"] = b.allocated ? "active_allocated" : (b.active ? "active_pending_free" : "inactive");
+      bd["frames"] = frames_at(block_frames[si][bi]);
+      address += b.size;
+      blocks.append(bd);
+    }
+    s["blocks"] = blocks;
+    segments.append(s);
+  }
+  py::list device_traces;
+  for (size_t d = 0; d < snap.device_traces.size(); ++d) {
+    py::list trace;
+    for (size_t i = 0; i < snap.device_traces[d].size(); ++i) {
+      const auto& te = snap.device_traces[d][i];
+      py::dict e;
+      e["action"] = action_name(te.action_);
+      if (te.action_ == TraceEntry::OOM) {
+        e["device_free"] = te.addr_;  // for an OOM, c10's TraceEntry keeps the device's free bytes in addr_
+        e["addr"] = 0;
+      } else {
+        e["addr"] = te.addr_;
+      }
+      e["size"] = te.size_;
+      e["stream"] = reinterpret_cast<uintptr_t>(te.stream_);
+      e["time_us"] = static_cast<int64_t>(te.time_.t_);
+      e["frames"] = frames_at(trace_frames[d][i]);
+      e["compile_context"] = te.compile_context_;
+      e["user_metadata"] = te.user_metadata_;
+      trace.append(e);
+    }
+    device_traces.append(trace);
+  }
+  const auto& cfg = allocator_config();
+  py::dict settings;
+  settings["PYTORCH_NPU_ALLOC_CONF"] = env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF) ? env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF) : "";
+  settings["max_split_size"] = cfg.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(cfg.max_split_size);
+  settings["garbage_collection_threshold"] = cfg.garbage_collection_threshold;
+  settings["roundup_power2_divisions"] = cfg.roundup_power2_divisions;
+  settings["expandable_segments"] = false;
+  py::dict out;
+  out["segments"] = segments;
+  out["device_traces"] = device_traces;
+  out["allocator_settings"] = settings;
+  return out;
+}
+
+py::dict stat_dict(const c10::CachingAllocator::Stat& st) {
+  py::dict d;
+  d["current"] = st.current;
+  d["peak"] = st.peak;
+  d["allocated"] = st.allocated;
+  d["freed"] = st.freed;
+  return d;
+}
+
+py::dict duration_dict(const c10::CachingAllocator::DurationStat& st) {
+  py::dict d;
+  d["total"] = st.total;
+  d["max"] = st.max;
+  d["min"] = st.min;
+  d["count"] = st.count;
+  d["avg"] = st.count ? st.total / st.count : 0;
+  return d;
+}
+
+// torch.npu.host_memory_stats_as_nested_dict(): ATen's HostStats of the pinned allocator, keyed as torch.cuda's.
+py::dict host_stats() {
+  const at::HostStats st = at::getHostAllocator(at::kPrivateUse1)->get_stats();
+  py::dict d;
+  d["allocations"] = stat_dict(st.allocations);
+  d["allocated_bytes"] = stat_dict(st.allocated_bytes);
+  d["active_requests"] = stat_dict(st.active_requests);
+  d["active_bytes"] = stat_dict(st.active_bytes);
+  d["num_host_alloc"] = st.num_host_alloc;
+  d["num_host_free"] = st.num_host_free;
+  d["host_alloc_time"] = duration_dict(st.host_alloc_time);
+  d["host_free_time"] = duration_dict(st.host_free_time);
+  return d;
+}
+
+c10::MempoolId_t pool_id(const py::tuple& t) { return {t[0].cast<c10::CaptureId_t>(), t[1].cast<c10::CaptureId_t>()}; }
 
 }  // namespace
 
@@ -117,31 +300,66 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(device))));
   });
 
-  m.def("_memory_snapshot", [] {
-    py::list segments;
-    for (const auto& seg : NPUCachingAllocator::get()->snapshot()) {
-      py::dict s;
-      s["device"] = static_cast<int>(seg.device);
-      s["address"] = seg.address;
-      s["total_size"] = seg.total_size;
-      s["allocated_size"] = seg.allocated_size;
-      s["active_size"] = seg.active_size;
-      s["requested_size"] = seg.requested_size;
-      s["stream"] = reinterpret_cast<uintptr_t>(seg.stream);
-      s["segment_type"] = seg.is_large ? "large" : "small";
-      py::list blocks;
-      for (const auto& b : seg.blocks) {
-        py::dict bd;
-        bd["size"] = b.size;
-        bd["requested_size"] = b.requested_size;
-        bd["state"] = b.allocated ? "active_allocated" : (b.active ? "active_pending_free" : "inactive");
-        blocks.append(bd);
+  m.def("_memory_snapshot", [](const py::tuple& pool) { return snapshot_dict(pool_id(pool)); });
+  m.def("_record_memory_history", &record_memory_history);
+  m.def("_attach_out_of_memory_observer", [](py::function observer) {
+    // Never freed: observers live as long as the allocator, which outlives the interpreter at exit, when dropping a
+    // Python reference would crash.
+    auto* held = new py::function(std::move(observer));
+    NPUCachingAllocator::get()->attach_oom_observer([held](c10::DeviceIndex device, size_t alloc, size_t free_bytes) {
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)(static_cast<int>(device), alloc, free_bytes);
+      } catch (py::error_already_set& e) {
+        e.discard_as_unraisable("the npu out-of-memory observer");
       }
-      s["blocks"] = blocks;
-      segments.append(s);
-    }
-    return segments;
+    });
   });
+  m.def("_oom_snapshot_config", [] { return py::make_tuple(oom_snapshot_mode(), oom_snapshot_path()); });
+  m.def("_set_memory_fraction", [](double fraction, int device) {
+    NPUCachingAllocator::get()->set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_get_memory_fraction", [](int device) {
+    return NPUCachingAllocator::get()->memory_fraction(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_mempool_create", [] {
+    const auto id = NPUCachingAllocator::get()->create_pool();
+    return py::make_tuple(id.first, id.second);
+  });
+  m.def("_mempool_release", [](const py::tuple& id) { NPUCachingAllocator::get()->release_pool(pool_id(id)); });
+  m.def("_mempool_use_count", [](const py::tuple& id) { return NPUCachingAllocator::get()->pool_use_count(pool_id(id)); });
+  m.def("_mempool_begin", [](int device, const py::tuple& id) {
+    NPUCachingAllocator::get()->begin_allocate_to_pool(static_cast<c10::DeviceIndex>(device), pool_id(id));
+  });
+  m.def("_mempool_end", [](int device, const py::tuple& id) {
+    NPUCachingAllocator::get()->end_allocate_to_pool(static_cast<c10::DeviceIndex>(device), pool_id(id));
+  });
+  m.def("_raw_alloc", [](size_t nbytes, int device, int64_t stream_id) {
+    const NPUStream stream = stream_for(static_cast<c10::DeviceIndex>(device), stream_id);
+    const c10::DeviceGuard guard(stream.device());
+    return reinterpret_cast<uintptr_t>(NPUCachingAllocator::get()->raw_alloc(nbytes, stream));
+  });
+  m.def("_change_current_allocator", [](uintptr_t alloc, uintptr_t free) {
+    NPUCachingAllocator::get()->use_pluggable(reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc),
+                                              reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free));
+  });
+  m.def("_raw_delete", [](uintptr_t ptr) { NPUCachingAllocator::get()->raw_delete(reinterpret_cast<void*>(ptr)); });
+  m.def("_host_memory_stats", &host_stats);
+  m.def("_reset_accumulated_host_memory_stats",
+        [] { at::getHostAllocator(at::kPrivateUse1)->reset_accumulated_stats(); });
+  m.def("_reset_peak_host_memory_stats", [] { at::getHostAllocator(at::kPrivateUse1)->reset_peak_stats(); });
+  m.def("_host_empty_cache", [] { at::getHostAllocator(at::kPrivateUse1)->empty_cache(); },
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_get_overflow_flag", [] {
+    arm_overflow_check();
+    return overflow_flag();
+  });
+  m.def("_clear_overflow_flag", [] {
+    arm_overflow_check();
+    clear_overflow_flag();
+  });
+  m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(static_cast<SyncDebugMode>(mode)); });
+  m.def("_get_sync_debug_mode", [] { return static_cast<int>(sync_debug_mode()); });
 
   m.def("_sync_points", [] {
     py::list out;

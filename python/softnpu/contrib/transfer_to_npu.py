@@ -38,8 +38,8 @@ What is not patched:
 - ``torch.Generator(device="cuda")``: a C type too, and replacing the class would break TorchScript's and
   ``isinstance`` checks; write ``device="npu"``.
 - Names of ``torch.cuda`` that torch.npu does not have (``nvtx``, ``graphs``/``CUDAGraph``,
-  ``set_per_process_memory_fraction``, ``default_generators``, the legacy ``torch.cuda.FloatTensor`` types, ...)
-  and the submodules other than ``amp`` stay CUDA's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
+  ``default_generators``, ...) and the submodules other than ``amp`` stay CUDA's, except
+  ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot``, which are torch.npu's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
   so code that checks for a recent GPU takes its portable path.
 - A callable ``map_location`` of ``torch.load`` is called as is, with the saved location (``"cuda:0"``;
   ``storage.cuda()`` in it is ``storage.npu()``).
@@ -53,6 +53,7 @@ What is not patched:
 import functools
 import inspect
 import re
+import types
 
 import torch
 import torch.jit._builtins
@@ -189,6 +190,8 @@ _TORCH_FUNCTIONS = (
 )
 # ... or omit it, meaning CUDA: is_autocast_enabled(), set_autocast_enabled(True)
 _AUTOCAST_CUDA_BY_DEFAULT = ("is_autocast_enabled", "set_autocast_enabled")
+# torch.cuda.memory's names CUDA code calls to find what holds memory (the rest of torch.cuda.memory stays CUDA's).
+_MEMORY_DEBUGGING = ("_record_memory_history", "_snapshot", "_dump_snapshot")
 _TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros",
                    "pin_memory", "is_pinned")
 
@@ -196,10 +199,12 @@ _TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones
 def _install() -> None:
     # torch.cuda answers with torch.npu. default_generators is left out: reading it starts the runtime.
     for name in npu.__all__:
-        if name in ("amp", "default_generators"):
-            continue
         value = getattr(npu, name)
-        setattr(torch.cuda, name, value if isinstance(value, type) else _translating(value))
+        if name == "default_generators" or isinstance(value, types.ModuleType):  # submodules: below
+            continue
+        setattr(torch.cuda, name, _translating(value) if callable(value) and not isinstance(value, type) else value)
+    for name in _MEMORY_DEBUGGING:
+        setattr(torch.cuda.memory, name, getattr(npu.memory, name))
     for name in npu.amp.__all__:
         setattr(torch.cuda.amp, name, getattr(npu.amp, name))
     _patch(npu.Stream, ["__new__"])

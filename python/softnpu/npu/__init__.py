@@ -1,6 +1,19 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
 from . import amp
+from .ascend import (
+    clear_npu_overflow_flag,
+    config,
+    get_npu_overflow_flag,
+    get_option,
+    is_jit_compile_false,
+    set_aoe,
+    set_compile_mode,
+    set_op_timeout_ms,
+    set_option,
+    stress_detect,
+)
+from .backends import conv, get_autocast_dtype, is_autocast_enabled, matmul, set_autocast_dtype, set_autocast_enabled
 from .device import (
     _is_in_bad_fork,
     _lazy_init,  # torch calls torch.npu._lazy_init when it first creates an npu tensor (as torch.cuda's)
@@ -18,19 +31,43 @@ from .device import (
     synchronize,
     utilization,
 )
+from . import memory
+from .interop import can_device_access_peer, current_blas_handle, ipc_collect
+from .legacy_types import *  # noqa: F403 (FloatTensor, ..., FloatStorage, ...)
+from .legacy_types import __all__ as _legacy_types
+from .host_memory import (
+    host_empty_cache,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
+    reset_accumulated_host_memory_stats,
+    reset_peak_host_memory_stats,
+)
 from .memory import (
+    MemPool,
+    NPUPluggableAllocator,
+    change_current_allocator,
+    caching_allocator_alloc,
+    caching_allocator_delete,
     empty_cache,
+    get_allocator_backend,
+    get_per_process_memory_fraction,
     max_memory_allocated,
+    max_memory_cached,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
+    memory_cached,
     memory_reserved,
     memory_snapshot,
     memory_stats,
+    memory_stats_as_nested_dict,
     memory_summary,
     reset_accumulated_memory_stats,
     reset_max_memory_allocated,
+    reset_max_memory_cached,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from .random import (
     get_rng_state,
@@ -45,6 +82,7 @@ from .random import (
 )
 from .streams import (
     Event,
+    ExternalEvent,
     Stream,
     StreamContext,
     current_stream,
@@ -54,6 +92,7 @@ from .streams import (
     stream,
 )
 from .sync import sync_points
+from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -86,9 +125,20 @@ def _sleep(seconds: float) -> None:
 
 __all__ = [
     "Event",
+    "ExternalEvent",
+    "MemPool",
+    "NPUPluggableAllocator",
     "Stream",
     "StreamContext",
     "amp",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
+    "change_current_allocator",
+    "can_device_access_peer",
+    "clear_npu_overflow_flag",
+    "config",
+    "conv",
+    "current_blas_handle",
     "current_device",
     "current_stream",
     "default_generators",
@@ -97,39 +147,69 @@ __all__ = [
     "device_count",
     "device_of",
     "empty_cache",
+    "get_allocator_backend",
     "get_amp_supported_dtype",
+    "get_autocast_dtype",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_npu_overflow_flag",
+    "get_option",
+    "get_per_process_memory_fraction",
     "get_rng_state",
     "get_rng_state_all",
+    "get_sync_debug_mode",
+    "host_empty_cache",
+    "host_memory_stats",
+    "host_memory_stats_as_nested_dict",
     "init",
     "initial_seed",
+    "is_jit_compile_false",
+    "ipc_collect",
+    "is_autocast_enabled",
     "is_available",
     "is_bf16_supported",
     "is_current_stream_capturing",
     "is_initialized",
     "manual_seed",
     "manual_seed_all",
+    "matmul",
     "max_memory_allocated",
+    "max_memory_cached",
     "max_memory_reserved",
     "mem_get_info",
+    "memory",
     "memory_allocated",
+    "memory_cached",
     "memory_reserved",
     "memory_snapshot",
     "memory_stats",
+    "memory_stats_as_nested_dict",
     "memory_summary",
+    "reset_accumulated_host_memory_stats",
     "reset_accumulated_memory_stats",
     "reset_max_memory_allocated",
+    "reset_max_memory_cached",
+    "reset_peak_host_memory_stats",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
+    "set_aoe",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
+    "set_compile_mode",
     "set_device",
+    "set_op_timeout_ms",
+    "set_option",
+    "set_per_process_memory_fraction",
     "set_rng_state",
     "set_rng_state_all",
     "set_stream",
+    "set_sync_debug_mode",
     "stream",
+    "stress_detect",
     "sync_points",
     "synchronize",
+    "use_mem_pool",
     "utilization",
-]
+] + _legacy_types

@@ -33,6 +33,9 @@ def _lazy_init() -> None:
             return
         _C._init()  # a malformed SOFTNPU_*/ASCEND_* variable raises here, named
         _initialized = True
+        from .memory import _install_oom_snapshot
+
+        _install_oom_snapshot()
 
 
 def _device_index(device: Any, optional: bool = False) -> int:

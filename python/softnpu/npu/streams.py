@@ -132,3 +132,25 @@ def stream(stream: Optional[torch.Stream]) -> StreamContext:
 def is_current_stream_capturing() -> bool:
     """Whether the current stream is capturing a graph (torch.cuda's name; libraries ask before syncing)."""
     return current_stream().is_capturing()
+
+
+class ExternalEvent:
+    """torch_npu's ExternalEvent: an event recorded and waited on explicitly, and reset for reuse (ACL's external
+    events, made for graph capture). record/wait order streams as Event's do; after reset(), a wait does not wait
+    until the next record (the event is a fresh, unrecorded one)."""
+
+    def __init__(self) -> None:
+        self._event = Event()
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        self._event.record(stream if stream is not None else current_stream())
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        self._event.wait(stream if stream is not None else current_stream())
+
+    def reset(self, stream: Optional[torch.Stream] = None) -> None:
+        # Work already ordered after the old event keeps its order; only later waits see the reset.
+        self._event = Event()
+
+    def query(self) -> bool:
+        return self._event.query()

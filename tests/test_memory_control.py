@@ -1,0 +1,255 @@
+"""Allocator control in torch.npu, as torch.cuda's: set_per_process_memory_fraction (enforced), MemPool /
+use_mem_pool, caching_allocator_alloc/delete, the *_cached aliases, memory_stats_as_nested_dict,
+PYTORCH_NO_NPU_MEMORY_CACHING; the host allocator's statistics; set_sync_debug_mode."""
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import MiB, run_python
+
+
+def test_memory_fraction_is_enforced():
+    assert torch.npu.get_per_process_memory_fraction() == 1.0
+    torch.npu.empty_cache()
+    torch.npu.set_per_process_memory_fraction(0.05)  # 102.4 MiB of 2048 MiB
+    try:
+        assert torch.npu.get_per_process_memory_fraction() == 0.05
+        keep = torch.ones(64 * MiB, dtype=torch.uint8, device="npu")
+        with pytest.raises(torch.OutOfMemoryError, match="allowed by set_per_process_memory_fraction"):
+            torch.empty(64 * MiB, dtype=torch.uint8, device="npu")
+        # The failed allocation lost nothing: the live tensor is intact and smaller allocations still work.
+        assert keep.sum().item() == 64 * MiB
+        torch.ones(16 * MiB, dtype=torch.uint8, device="npu")
+    finally:
+        torch.npu.set_per_process_memory_fraction(1.0)
+    torch.empty(64 * MiB, dtype=torch.uint8, device="npu")  # allowed again
+
+
+def test_memory_fraction_checks_its_argument():
+    with pytest.raises(TypeError):
+        torch.npu.set_per_process_memory_fraction(1)
+    with pytest.raises(ValueError, match="Allowed range"):
+        torch.npu.set_per_process_memory_fraction(1.5)
+
+
+def test_mem_pool_routes_allocations_and_frees_them_when_deleted():
+    torch.npu.empty_cache()
+    pool = torch.npu.MemPool()
+    assert pool.id[0] == 0 and pool.id[1] > 0 and pool.use_count() == 1
+    outside = torch.ones(4 * MiB, dtype=torch.uint8, device="npu")
+    with torch.npu.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        inside = torch.full((3 * MiB,), 7, dtype=torch.uint8, device="npu")
+    assert pool.use_count() == 1
+    segments = pool.snapshot()
+    assert len(segments) == 1 and segments[0]["segment_pool_id"] == pool.id
+    seg = segments[0]
+    assert seg["address"] <= inside.data_ptr() < seg["address"] + seg["total_size"]
+    assert not seg["address"] <= outside.data_ptr() < seg["address"] + seg["total_size"]
+    assert inside.sum().item() == 7 * 3 * MiB
+    reserved = torch.npu.memory_reserved()
+    del inside
+    assert torch.npu.memory_reserved() == reserved  # cached in the pool while the pool lives
+    del pool
+    assert torch.npu.memory_reserved() == reserved - seg["total_size"]
+
+
+def test_mem_pool_segment_freed_with_its_last_tensor():
+    pool = torch.npu.MemPool()
+    with torch.npu.use_mem_pool(pool):
+        t = torch.ones(2 * MiB, dtype=torch.uint8, device="npu")
+    (seg,) = pool.snapshot()
+    del pool  # a tensor still lives in it
+    reserved = torch.npu.memory_reserved()
+    assert t.sum().item() == 2 * MiB
+    del t
+    assert torch.npu.memory_reserved() == reserved - seg["total_size"]
+
+
+def test_caching_allocator_alloc_and_delete():
+    before = torch.npu.memory_allocated()
+    ptr = torch.npu.caching_allocator_alloc(10000, device=1, stream=torch.npu.current_stream(1))
+    assert ptr != 0 and torch.npu.memory_allocated(1) >= 10000
+    torch.npu.caching_allocator_delete(ptr)
+    assert torch.npu.memory_allocated() == before
+    with pytest.raises(RuntimeError, match="invalid device pointer"):
+        torch.npu.caching_allocator_delete(ptr)
+    with pytest.raises(TypeError):
+        torch.npu.caching_allocator_alloc(10, stream=3)
+
+
+def test_aliases_and_nested_stats():
+    x = torch.empty(MiB, dtype=torch.uint8, device="npu")
+    with pytest.warns(FutureWarning):
+        assert torch.npu.memory_cached() == torch.npu.memory_reserved()
+    with pytest.warns(FutureWarning):
+        assert torch.npu.max_memory_cached() == torch.npu.max_memory_reserved()
+    with pytest.warns(FutureWarning):
+        torch.npu.reset_max_memory_cached()
+    nested = torch.npu.memory_stats_as_nested_dict()
+    flat = torch.npu.memory_stats()
+    assert nested["allocated_bytes"]["all"]["current"] == flat["allocated_bytes.all.current"] >= MiB
+    assert nested["num_ooms"] == flat["num_ooms"]
+    assert torch.npu.get_allocator_backend() == "native"
+    del x
+
+
+def test_no_memory_caching_returns_memory_at_once():
+    code = """
+import torch, torch_npu
+x = torch.ones(3 << 20, dtype=torch.uint8, device="npu")
+print(torch.npu.memory_reserved() == 3 << 20, torch.npu.memory_stats()["num_device_alloc"])
+del x
+print(torch.npu.memory_reserved())
+y = torch.ones(1000, device="npu")
+print(torch.npu.memory_reserved(), int(y.sum().item()))
+"""
+    r = run_python(code, env={"PYTORCH_NO_NPU_MEMORY_CACHING": "1"})
+    assert r.lines == ["True 1", "0", "4096 1000"], r.describe()
+
+
+def test_host_memory_stats():
+    torch.npu.host_empty_cache()
+    torch.npu.reset_accumulated_host_memory_stats()
+    pinned = torch.ones(MiB, dtype=torch.uint8).pin_memory()
+    stats = torch.npu.host_memory_stats()
+    nested = torch.npu.host_memory_stats_as_nested_dict()
+    assert stats["allocations.current"] >= 1 and stats["allocated_bytes.current"] >= MiB
+    assert stats["active_requests.current"] >= 1 and nested["active_bytes"]["current"] >= MiB
+    assert stats["num_host_alloc"] >= 1
+    d = pinned.npu(non_blocking=True)
+    assert d.sum().item() == MiB
+    del pinned
+    torch.npu.synchronize()
+    torch.npu.reset_peak_host_memory_stats()
+    torch.npu.host_empty_cache()
+    after = torch.npu.host_memory_stats()
+    assert after["allocated_bytes.current"] < stats["allocated_bytes.current"]
+    assert after["num_host_free"] >= 1
+    assert after["allocated_bytes.peak"] >= stats["allocated_bytes.current"]  # peaks are kept until reset
+    torch.npu.reset_peak_host_memory_stats()
+    assert torch.npu.host_memory_stats()["allocated_bytes.peak"] == after["allocated_bytes.current"]
+
+
+@pytest.fixture
+def sync_mode():
+    yield
+    torch.npu.set_sync_debug_mode(0)
+
+
+def test_sync_debug_mode_warns_naming_the_op(sync_mode):
+    x = torch.arange(6.0).npu()
+    assert torch.npu.get_sync_debug_mode() == 0
+    torch.npu.set_sync_debug_mode("warn")
+    assert torch.npu.get_sync_debug_mode() == 1
+    for what, fn in (("_local_scalar_dense", lambda: x.sum().item()), ("nonzero", lambda: torch.nonzero(x)),
+                     ("device to host", lambda: x.cpu()), ("host to device", lambda: torch.ones(3).npu())):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fn()
+        assert any(what in str(m.message) and "synchronizing" in str(m.message) for m in w), (what, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = x * 2  # asynchronous ops do not warn
+        torch.npu.synchronize()  # nor does an explicit synchronization
+        pinned = torch.ones(3).pin_memory()
+        pinned.npu(non_blocking=True)
+
+
+def test_sync_debug_mode_error_raises_and_the_device_stays_usable(sync_mode):
+    x = torch.arange(6.0).npu()
+    torch.npu.set_sync_debug_mode(2)
+    with pytest.raises(RuntimeError, match="_local_scalar_dense.*synchronizing"):
+        x.sum().item()
+    with pytest.raises(RuntimeError, match="nonzero"):
+        torch.nonzero(x)
+    torch.npu.set_sync_debug_mode("default")
+    assert x.sum().item() == 15.0
+    with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+        torch.npu.set_sync_debug_mode("loud")
+    with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+        torch.npu.set_sync_debug_mode(3)
+
+
+PLUGGABLE_C = r"""
+#include <stddef.h>
+extern int snpuMalloc(void** ptr, size_t size);
+extern int snpuFree(void* ptr);
+static long allocs, frees;
+void* my_alloc(size_t size, int device, void* stream) {
+  void* p = 0;
+  allocs++;
+  return snpuMalloc(&p, size) == 0 ? p : 0;
+}
+void my_free(void* ptr, size_t size, int device, void* stream) {
+  frees++;
+  snpuFree(ptr);
+}
+long alloc_calls(void) { return allocs; }
+long free_calls(void) { return frees; }
+"""
+
+
+def test_pluggable_allocator(tmp_path):
+    import subprocess
+
+    import softnpu
+
+    libdir = Path(softnpu.__file__).parent / "lib"
+    src = tmp_path / "alloc.c"
+    src.write_text(PLUGGABLE_C)
+    so = tmp_path / "liballoc.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src), f"-L{libdir}", "-lsoftnpu_runtime",
+                    f"-Wl,-rpath,{libdir}"], check=True)
+    code = f"""
+import ctypes, torch, torch_npu
+alloc = torch.npu.NPUPluggableAllocator({str(so)!r}, "my_alloc", "my_free")
+torch.npu.memory.change_current_allocator(alloc)
+lib = ctypes.CDLL({str(so)!r})
+a = torch.randn(64, 64)
+b = a.npu() @ a.npu()
+print(torch.allclose(b.cpu(), a @ a, rtol=1e-5, atol=1e-5), lib.alloc_calls() >= 2)
+n = lib.free_calls()
+del b
+print(lib.free_calls() == n + 1, torch.npu.memory_reserved())
+try:
+    torch.npu.memory.change_current_allocator(alloc)
+except RuntimeError as e:
+    print("RuntimeError", "already initialized" in str(e))
+"""
+    r = run_python(code)
+    assert r.lines == ["True True", "True 0", "RuntimeError True"], r.describe()
+
+
+def test_pluggable_allocator_only_before_the_first_allocation():
+    code = """
+import torch, torch_npu
+x = torch.ones(3, device="npu")
+try:
+    torch.npu.memory.change_current_allocator(torch.npu.NPUPluggableAllocator("libc.so.6", "malloc", "free"))
+except RuntimeError as e:
+    print("already initialized" in str(e), x.sum().item())
+"""
+    r = run_python(code)
+    assert r.lines == ["True 3.0"], r.describe()
+
+
+def test_mem_pool_routes_only_the_calling_thread():
+    import threading
+
+    pool = torch.npu.MemPool()
+    other = {}
+
+    def allocate():
+        other["t"] = torch.empty(MiB, dtype=torch.uint8, device="npu")
+
+    with torch.npu.use_mem_pool(pool):
+        mine = torch.empty(MiB, dtype=torch.uint8, device="npu")
+        th = threading.Thread(target=allocate)
+        th.start()
+        th.join()
+    inside = lambda t: any(s["address"] <= t.data_ptr() < s["address"] + s["total_size"] for s in pool.snapshot())
+    assert inside(mine) and not inside(other["t"])
+    del mine, pool
