@@ -175,3 +175,48 @@ def test_external_event_orders_streams():
     ev.reset(s1)
     ev.wait(s2)  # after a reset, waiting does not block
     s2.synchronize()
+
+
+def test_backends_attention_switches_choose_npus_sdpa_kernel():
+    from torch.profiler import profile
+
+    q = torch.randn(1, 2, 8, 4, device="npu")
+    assert torch.npu.backends.flash_sdp_enabled()
+    try:
+        for flash in (False, True):
+            torch.npu.backends.enable_flash_sdp(flash)
+            assert torch.npu.backends.flash_sdp_enabled() == flash
+            with profile() as p:
+                torch.nn.functional.scaled_dot_product_attention(q, q, q).cpu()
+            ran = {e.key for e in p.key_averages()}
+            assert ("aten::_scaled_dot_product_flash_attention_for_cpu" in ran) == flash
+            assert ("aten::_scaled_dot_product_attention_math" in ran) != flash
+    finally:
+        torch.npu.backends.enable_flash_sdp(True)
+    assert torch.npu.backends.preferred_linalg_library() is not None
+
+
+def test_deterministic_region_covers_forward_and_backward():
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            seen.append(("forward", torch.are_deterministic_algorithms_enabled()))
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("backward", torch.are_deterministic_algorithms_enabled()))
+            return g * 2
+
+    x = torch.ones(3, device="npu", requires_grad=True)
+    y = torch.npu.enable_deterministic_with_backward(x)
+    y = Probe.apply(y)
+    y = torch.npu.disable_deterministic_with_backward(y)
+    assert not torch.are_deterministic_algorithms_enabled()
+    seen.append(("after forward", torch.are_deterministic_algorithms_enabled()))
+    y.sum().backward()
+    assert seen == [("forward", True), ("after forward", False), ("backward", True)]
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))

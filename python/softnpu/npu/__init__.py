@@ -13,7 +13,17 @@ from .ascend import (
     set_option,
     stress_detect,
 )
-from .backends import conv, get_autocast_dtype, is_autocast_enabled, matmul, set_autocast_dtype, set_autocast_enabled
+from . import backends
+from .backends import (
+    conv,
+    disable_deterministic_with_backward,
+    enable_deterministic_with_backward,
+    get_autocast_dtype,
+    is_autocast_enabled,
+    matmul,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from .device import (
     _is_in_bad_fork,
     _lazy_init,  # torch calls torch.npu._lazy_init when it first creates an npu tensor (as torch.cuda's)
@@ -197,6 +207,9 @@ __all__ = [
     "set_aoe",
     "set_autocast_dtype",
     "set_autocast_enabled",
+    "enable_deterministic_with_backward",
+    "disable_deterministic_with_backward",
+    "backends",
     "set_compile_mode",
     "set_device",
     "set_op_timeout_ms",

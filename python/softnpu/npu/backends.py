@@ -1,4 +1,5 @@
-"""torch.npu.matmul / torch.npu.conv (torch_npu's precision switches) and the autocast getters and setters.
+"""torch.npu.backends: torch.npu.matmul / torch.npu.conv (torch_npu's precision switches), the autocast getters and
+setters, the attention and linear algebra switches and torch_npu's deterministic regions.
 
 allow_hf32 is recorded and read back as on Ascend, where it lets the cube unit compute float32 matmuls and
 convolutions in HF32. softnpu's kernels are ATen's CPU kernels: they compute float32 in float32 whatever the switch
@@ -44,3 +45,42 @@ def get_autocast_dtype() -> torch.dtype:
 
 def set_autocast_dtype(dtype: torch.dtype) -> None:
     torch.set_autocast_dtype("npu", dtype)
+
+
+# torch.npu.backends: scaled_dot_product_attention's kernel switches and the linear algebra library, as
+# torch.backends.cuda's. They are ATen's process-wide settings, which npu's attention choice (the CPU's, ops/attention.cpp)
+# and linear algebra honour.
+enable_flash_sdp = torch.backends.cuda.enable_flash_sdp
+flash_sdp_enabled = torch.backends.cuda.flash_sdp_enabled
+enable_mem_efficient_sdp = torch.backends.cuda.enable_mem_efficient_sdp
+mem_efficient_sdp_enabled = torch.backends.cuda.mem_efficient_sdp_enabled
+enable_math_sdp = torch.backends.cuda.enable_math_sdp
+math_sdp_enabled = torch.backends.cuda.math_sdp_enabled
+sdp_kernel = torch.backends.cuda.sdp_kernel
+preferred_linalg_library = torch.backends.cuda.preferred_linalg_library
+
+
+class _DeterministicRegion(torch.autograd.Function):
+    """Identity whose forward sets deterministic algorithms to `forward_value` and whose backward sets the opposite,
+    so a region marked by enable/disable is deterministic in the backward pass too (which runs it in reverse)."""
+
+    @staticmethod
+    def forward(ctx, tensor, forward_value):
+        torch.use_deterministic_algorithms(forward_value)
+        ctx.forward_value = forward_value
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        torch.use_deterministic_algorithms(not ctx.forward_value)
+        return grad, None
+
+
+def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
+    """torch_npu's: deterministic algorithms from here on, and in the backward of what follows until the matching
+    disable_deterministic_with_backward."""
+    return _DeterministicRegion.apply(tensor, True)
+
+
+def disable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
+    return _DeterministicRegion.apply(tensor, False)
