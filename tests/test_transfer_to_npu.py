@@ -452,3 +452,53 @@ def test_memory_debugging_and_legacy_types():
     """)
     assert out == {"block recorded": True, "memory is a module": True, "FloatTensor": ["npu:0", True],
                    "fraction": 0.5, "hf32": False}
+
+
+def test_cuda_generators_events_streams_and_device_module():
+    out = run_cuda("""
+        g = torch.Generator("cuda").manual_seed(3)
+        same = torch.Generator(device="cuda:0").manual_seed(3)
+        event, stream = torch.Event("cuda", enable_timing=True), torch.Stream("cuda:1")
+        print(json.dumps({
+            "generator": str(g.device), "draws": torch.rand(3, generator=g, device="cuda").tolist() ==
+            torch.rand(3, generator=same, device="cuda").tolist(),
+            "isinstance": [isinstance(torch.default_generator, torch.Generator), isinstance(g, torch.Generator),
+                           isinstance(torch.npu.current_stream(), torch.Stream), isinstance(event, torch.Event),
+                           issubclass(torch.npu.Event, torch.Event)],
+            "event": event.device.type, "stream": str(stream.device),
+            "default_generators": [str(x.device) for x in torch.cuda.default_generators],
+            "device_module": torch.get_device_module("cuda") is torch.npu,
+        }))
+    """)
+    assert out == {"generator": "npu:0", "draws": True, "isinstance": [True] * 5, "event": "npu", "stream": "npu:1",
+                   "default_generators": [f"npu:{i}" for i in range(DEVICE_COUNT)], "device_module": True}
+
+
+def test_torchscript_accepts_the_stand_in_generator_type(tmp_path):
+    # TorchScript reads the function's source, so this child runs a file.
+    script = tmp_path / "scripted.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        from typing import Optional
+
+        @torch.jit.script
+        def scripted(n: int, gen: Optional[torch.Generator] = None):
+            return torch.rand(n, generator=gen)
+
+        print(json.dumps(scripted(2, torch.Generator().manual_seed(0)).tolist()))
+    """))
+    r = run_python(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')")
+    assert json.loads(r.lines[-1]) == torch.rand(2, generator=torch.Generator().manual_seed(0)).tolist()
+
+
+def test_torch_transfer_to_npu_variable_patches_at_import_torch():
+    code = """
+        import json, torch
+        print(json.dumps([str(torch.ones(1, device="cuda").device), torch.cuda.is_available(),
+                          str(torch.randn(2).cuda().device)]))
+    """
+    out = run_cuda(code, env={"TORCH_TRANSFER_TO_NPU": "1"}, prelude="")
+    assert out == ["npu:0", True, "npu:0"]
+    off = run_python("import torch\nprint(torch.cuda.is_available())", env={"TORCH_TRANSFER_TO_NPU": "0"})
+    assert off.lines == ["False"]
+    bad = run_python("import torch\nprint(hasattr(torch, 'npu'))", env={"TORCH_TRANSFER_TO_NPU": "yes"})
+    assert bad.lines == ["False"] and "TORCH_TRANSFER_TO_NPU='yes'" in bad.stderr

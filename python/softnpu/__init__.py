@@ -12,6 +12,8 @@ import torch
 import softnpu_loader
 
 softnpu_loader.check_torch()  # before the extension: under another torch it would fail on undefined symbols
+# Read before anything is registered, so a malformed value leaves nothing half done.
+_TRANSFER_TO_NPU = softnpu_loader.transfer_to_npu_requested()
 from . import _C  # noqa: E402,F401  (loads the backend: kernels, guard, hooks, allocators)
 from . import npu  # noqa: E402
 from . import fused, optim  # noqa: E402
@@ -43,3 +45,5 @@ _register()
 if torch.distributed.is_available():
     from . import distributed  # noqa: E402,F401  (registers the hccl collective backend)
 
+if _TRANSFER_TO_NPU:
+    from .contrib import transfer_to_npu  # noqa: E402,F401  (TORCH_TRANSFER_TO_NPU=1: as if the program imported it)

@@ -10,17 +10,32 @@ error into a warning, so ``import torch`` still works, without npu; the ``softnp
 failed torch check.
 """
 
+import os
 import re
 import sys
 import warnings
 
 from ._build_info import SOFTNPU_VERSION, TORCH_VERSION
 
-__all__ = ["TORCH_VERSION", "TorchVersionError", "torch_version_error", "check_torch", "autoload", "main"]
+__all__ = ["TORCH_VERSION", "TorchVersionError", "ConfigurationError", "torch_version_error", "check_torch",
+           "transfer_to_npu_requested", "autoload", "main"]
 
 
 class TorchVersionError(ImportError):
     """The running torch is not the one softnpu was built for."""
+
+
+class ConfigurationError(ValueError):
+    """A variable softnpu reads when it loads has a malformed value (the message names it)."""
+
+
+def transfer_to_npu_requested() -> bool:
+    """TORCH_TRANSFER_TO_NPU=1: loading softnpu applies torch_npu.contrib.transfer_to_npu, so CUDA code runs on npu
+    without a line changed (torch's autoload loads softnpu at `import torch`)."""
+    value = os.environ.get("TORCH_TRANSFER_TO_NPU", "")
+    if value not in ("", "0", "1"):
+        raise ConfigurationError(f"TORCH_TRANSFER_TO_NPU={value!r}: expected 0 or 1")
+    return value == "1"
 
 
 def torch_version_error(running: str) -> TorchVersionError | None:
@@ -53,7 +68,7 @@ def autoload() -> None:
     initialized, and softnpu completes the registration itself."""
     try:
         import softnpu  # noqa: F401  (importing softnpu registers the device)
-    except TorchVersionError as e:
+    except (TorchVersionError, ConfigurationError) as e:
         warnings.warn(
             f"npu is not available: {e}. torch works without it; TORCH_DEVICE_BACKEND_AUTOLOAD=0 stops `import torch` "
             "from loading softnpu",

@@ -27,6 +27,11 @@ tensors, dtypes, file names) passes through untouched. What is patched:
   ``torch.set_autocast_gpu_dtype(dtype)`` are npu's.
 - ``torch.load``: storages a checkpoint saved on CUDA (location ``cuda:N``) are restored on ``npu:N``, with or
   without ``map_location`` (a deserializer registered with ``torch.serialization.register_package``).
+- ``torch.Generator``, ``torch.Event`` and ``torch.Stream`` (C types) are stand-ins whose constructors translate
+  the device (``torch.Generator("cuda")`` is an npu generator) and against which ``isinstance`` answers as for the
+  C types; ``torch.get_device_module("cuda")`` is torch.npu; ``torch.cuda.default_generators`` are npu's.
+- ``TORCH_TRANSFER_TO_NPU=1`` applies all of this when softnpu loads, so a CUDA program that never imports
+  torch_npu runs on npu too (``import torch`` loads softnpu).
 - ``torch.distributed``: ``init_process_group`` and ``new_group`` take ``"nccl"`` as ``"hccl"`` (and
   ``"cuda:nccl"`` as ``"npu:hccl"``) and translate ``device_id``; ``is_nccl_available`` is ``is_hccl_available``.
 
@@ -35,10 +40,8 @@ What is not patched:
 - ``torch.device("cuda")`` objects stay CUDA devices (torch.device is a C type): they are translated where they are
   passed to the functions above, but a tensor's device is ``npu``, so ``x.device == torch.device("cuda")`` and
   ``x.device.type == "cuda"`` are False (``x.is_cuda`` is True).
-- ``torch.Generator(device="cuda")``: a C type too, and replacing the class would break TorchScript's and
-  ``isinstance`` checks; write ``device="npu"``.
-- Names of ``torch.cuda`` that torch.npu does not have (``nvtx``, ``graphs``/``CUDAGraph``,
-  ``default_generators``, ...) and the submodules other than ``amp`` stay CUDA's, except
+- Names of ``torch.cuda`` that torch.npu does not have (``nvtx``, ``graphs``/``CUDAGraph``, ...) and the
+  submodules other than ``amp`` stay CUDA's, except
   ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot``, which are torch.npu's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
   so code that checks for a recent GPU takes its portable path.
 - A callable ``map_location`` of ``torch.load`` is called as is, with the saved location (``"cuda:0"``;
@@ -159,6 +162,32 @@ def _hccl_backend(fn):
     return wrapper
 
 
+def _translating_type(cls):
+    """A stand-in for the C type `cls` (torch.Generator, torch.Event, torch.Stream): constructing it takes CUDA
+    devices as npu and makes a `cls`; isinstance and issubclass answer for `cls`, so the objects torch itself makes
+    keep passing checks written against the stand-in (TorchScript and Dynamo accept it too)."""
+
+    class Meta(type(cls)):
+        def __instancecheck__(self, obj):
+            return isinstance(obj, cls)
+
+        def __subclasscheck__(self, sub):
+            return issubclass(sub, cls)
+
+    def __new__(_, *args, **kwargs):
+        return cls(*[_npu(a) for a in args], **{k: _npu(v) for k, v in kwargs.items()})
+
+    return Meta(cls.__name__, (cls,), {"__new__": __new__, "__doc__": cls.__doc__, "__module__": cls.__module__,
+                                        _MARK: True})
+
+
+def _cuda_module_getattr(name: str):
+    """torch.cuda's module __getattr__: default_generators is npu's, read when asked (reading starts the runtime)."""
+    if name == "default_generators":
+        return npu.default_generators
+    raise AttributeError(f"module 'torch.cuda' has no attribute '{name}'")
+
+
 def _patch(owner, names, make=_translating) -> None:
     """Replaces each `owner.name` by `make(owner.name)`, once (a second import finds the mark and leaves it)."""
     for name in names:
@@ -197,7 +226,10 @@ _TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones
 
 
 def _install() -> None:
-    # torch.cuda answers with torch.npu. default_generators is left out: reading it starts the runtime.
+    # torch.cuda answers with torch.npu. default_generators is read when asked: reading it starts the runtime.
+    if "default_generators" in vars(torch.cuda):
+        del torch.cuda.default_generators
+        torch.cuda.__getattr__ = _cuda_module_getattr
     for name in npu.__all__:
         value = getattr(npu, name)
         if name == "default_generators" or isinstance(value, types.ModuleType):  # submodules: below
@@ -221,6 +253,10 @@ def _install() -> None:
     # functions by identity in a set it builds once: build it now, from the unwrapped functions it will be handed.
     torch.utils._device._device_constructors()
     _patch(torch, _TORCH_FUNCTIONS)
+    _patch(torch, ["get_device_module"])
+    for name in ("Generator", "Event", "Stream"):
+        if not getattr(getattr(torch, name), _MARK, False):
+            setattr(torch, name, _translating_type(getattr(torch, name)))
     _patch(torch.fft, ["fftfreq", "rfftfreq"])
     _patch(torch.Tensor, _TENSOR_METHODS)
     _patch(torch.nn.Module, ["to", "to_empty"])
