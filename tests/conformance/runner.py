@@ -1210,8 +1210,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ops", help="comma-separated OpInfo ids, or all (default: all, unless --modules is given)")
-    ap.add_argument("--modules", help="comma-separated ModuleInfo names (nn.Linear), or all (default: all, unless --ops "
-                                      "is given)")
+    ap.add_argument("--modules",
+                    help="comma-separated ModuleInfo names (nn.Linear), or all (default: all, unless --ops is given)")
     all_kinds = list(dict.fromkeys(KINDS + MODULE_KINDS))
     ap.add_argument("--kinds", default=",".join(all_kinds),
                     help="OpInfo kinds forward,grad,error; module kinds forward,backward")
