@@ -86,9 +86,10 @@ bench: runtime build
 demo: build
 	$(PY) examples/demo.py
 
-# PyTorch's OpInfo database on npu against the CPU (tests/conformance; `make test` runs a slice of it): prints the
-# forward, gradient and error-input pass rates and the expected failures by reason; fails on an unexpected failure,
-# an unexpected pass (tests/conformance/expected_failures.toml must be updated) or a crash.
+# PyTorch's OpInfo and ModuleInfo databases on npu against the CPU (tests/conformance; `make test` runs a slice of
+# each): prints the forward, gradient and error-input pass rates of ops and the forward and backward pass rates of
+# modules, and the expected failures by reason; fails on an unexpected failure, an unexpected pass
+# (tests/conformance/expected_failures.toml must be updated) or a crash.
 conformance: build
 	$(PY) tests/conformance/runner.py -j $(JOBS)
 

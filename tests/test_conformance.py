@@ -1,8 +1,11 @@
-"""Op conformance on a representative slice of PyTorch's OpInfo database: npu against the CPU (tests/conformance).
+"""Conformance on representative slices of PyTorch's OpInfo and ModuleInfo databases: npu against the CPU
+(tests/conformance).
 
-The slice covers every kind of op (elementwise, reductions, indexing, views and shapes, linear algebra,
+The op slice covers every kind of op (elementwise, reductions, indexing, views and shapes, linear algebra,
 nn.functional, random ops, factories, sort and search, FFT) with each OpInfo's samples in every dtype, its out=, method
-and in-place variants, gradients and error inputs. `make conformance` runs the whole database."""
+and in-place variants, gradients and error inputs. The module slice covers every family of module (linear,
+convolution, normalization, pooling, padding, activations, losses, embedding, recurrent, attention) in train and eval
+mode, forward and backward. `make conformance` runs both databases in full."""
 
 import importlib.util
 import sys
@@ -48,6 +51,25 @@ SLICE = [
     "sort", "topk", "searchsorted", "argsort", "fft.fft", "fft.ihfftn", "to_sparse",
 ]
 
+MODULE_SLICE = [
+    # linear and convolution (lazy, transposed, complex32)
+    "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.LazyConv2d",
+    "nn.LazyConvTranspose1d",
+    # normalization (running statistics in train and eval mode)
+    "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.InstanceNorm2d", "nn.LayerNorm", "nn.GroupNorm", "nn.RMSNorm",
+    "nn.LocalResponseNorm",
+    # pooling and padding
+    "nn.MaxPool2d", "nn.AvgPool3d", "nn.AdaptiveAvgPool2d", "nn.AdaptiveMaxPool3d", "nn.FractionalMaxPool2d",
+    "nn.LPPool2d", "nn.ReflectionPad2d", "nn.CircularPad3d",
+    # activations
+    "nn.ReLU", "nn.GELU", "nn.PReLU", "nn.Softmax", "nn.GLU", "nn.Threshold", "nn.Hardswish",
+    # losses
+    "nn.NLLLoss", "nn.MSELoss", "nn.BCEWithLogitsLoss", "nn.CTCLoss", "nn.KLDivLoss", "nn.MultiLabelMarginLoss",
+    "nn.HuberLoss", "nn.GaussianNLLLoss",
+    # embedding, recurrent, attention
+    "nn.Embedding", "nn.GRU", "nn.LSTMCell", "nn.MultiheadAttention", "nn.TransformerEncoderLayer",
+]
+
 
 def test_expected_failures_file_is_well_formed():
     reasons, expectations = runner.load_expectations()
@@ -63,3 +85,11 @@ def test_opinfo_slice_matches_cpu(tmp_path, capsys):
     out = capsys.readouterr().out
     print(out)
     assert status == 0, out
+
+
+def test_module_slice_matches_cpu(tmp_path, capsys):
+    status = runner.main(["--modules", ",".join(MODULE_SLICE), "-j", "2", "--quiet", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 0, out
+    assert "softnpu module conformance" in out and "softnpu op conformance" not in out

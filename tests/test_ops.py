@@ -223,6 +223,25 @@ def test_zero_dim_cpu_tensors_and_python_scalars_match_cpu():
 # ------------------------------------------------------------------------------------------------ autograd
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("shape", [(6,), (3, 6)])
+def test_outputs_shaped_as_the_cpu_kernel_shapes_them_where_meta_differs(shape, reduction):
+    # multilabel_margin_loss of one sample: the Meta kernel (a decomposition) says (1,) under reduction="none", CPU and
+    # CUDA give a 0-dim loss (ops/meta_fixes.cpp).
+    x = torch.randn(shape, requires_grad=True)
+    targets = torch.tensor([[3, 0, -1, 1, 2, 4], [1, 2, 5, -1, 0, 0], [0, -1, 2, 3, 4, 5]])
+    target = targets[: x.numel() // 6].reshape(shape)
+    loss_fn = torch.nn.MultiLabelMarginLoss(reduction=reduction)
+    expected = loss_fn(x, target)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), x)
+    xn = x.detach().npu().requires_grad_()
+    got = loss_fn(xn, target.npu())
+    (got_grad,) = torch.autograd.grad(got.sum(), xn)
+    assert got.shape == expected.shape and got.device.type == "npu"
+    torch.testing.assert_close(got.cpu(), expected.detach())
+    torch.testing.assert_close(got_grad.cpu(), expected_grad)
+
+
 def test_mlp_gradients_match_cpu():
     torch.manual_seed(0)
     cpu_model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32),

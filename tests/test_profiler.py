@@ -1,4 +1,5 @@
-"""torch.profiler on npu: host ops and the device work they launch, on one timeline.
+"""torch.profiler on npu: host ops and the device work they launch, on one timeline; and the legacy profiler
+(torch.autograd.profiler.profile(use_device="npu")), which times each op between two events on the current stream.
 
 One profile of a small workload (module fixture) is inspected from several sides: the events torch builds (device
 time attributed to the launching op), key_averages, and the Chrome trace Kineto writes (kernels on per-stream tracks
@@ -171,3 +172,53 @@ def test_nothing_is_recorded_unless_the_device_is_profiled():
         print("after", recorded())
     """)
     assert out.lines == ["off 0", "cpu only 0", "profiled True", "after 0"]
+
+
+def legacy_profile(work):
+    work()  # warm-up: the first launch of an op infers its output shapes
+    torch.npu.synchronize()
+    with torch.autograd.profiler.profile(use_device="npu") as prof:
+        work()
+    return prof
+
+
+def test_legacy_profiler_gives_ops_their_device_time():
+    a = torch.randn(N, N, device="npu")
+    side = torch.npu.Stream()
+
+    def work():
+        c = torch.mm(a, a)
+        d = c + a
+        with torch.npu.stream(side):
+            e = a * 2
+        return d.cpu(), e.t()
+
+    prof = legacy_profile(work)
+    averages = {e.key: e for e in prof.key_averages()}
+    for op in ("aten::mm", "aten::add", "aten::mul", "aten::_to_copy"):
+        assert averages[op].device_time_total > 0, f"{op} has no device time: {averages[op]}"
+    assert averages["aten::mm"].self_device_time_total > 0
+    for e in list(prof.function_events) + list(averages.values()):
+        assert e.device_time_total >= 0 and e.self_device_time_total >= 0, e
+        assert e.cpu_time_total >= 0 and e.self_cpu_time_total >= 0, e
+    table = prof.key_averages().table(sort_by="device_time_total")
+    assert "NPU total" in table and "aten::mm" in table
+
+
+def test_legacy_profiler_charges_more_device_time_to_longer_kernels():
+    big = torch.randn(512, 512, device="npu")
+    tiny = torch.randn(4, device="npu")
+
+    prof = legacy_profile(lambda: (torch.mm(big, big), tiny + tiny))
+    averages = {e.key: e for e in prof.key_averages()}
+    assert averages["aten::mm"].device_time_total > averages["aten::add"].device_time_total
+
+
+def test_legacy_profiler_leaves_kineto_profiling_as_it_was():
+    x = torch.randn(N, N, device="npu")
+    legacy_profile(lambda: torch.mm(x, x))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        torch.mm(x, x)
+        torch.npu.synchronize()
+    kernels = [e for e in prof.events() if is_device(e)]
+    assert any(e.name.startswith("aten::mm") and e.time_range.elapsed_us() > 0 for e in kernels)

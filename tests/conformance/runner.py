@@ -1,5 +1,5 @@
-"""Op conformance: PyTorch's OpInfo database (torch.testing._internal.common_methods_invocations.op_db) run on npu
-against the CPU.
+"""Conformance: PyTorch's OpInfo database (torch.testing._internal.common_methods_invocations.op_db) and ModuleInfo
+database (torch.testing._internal.common_modules.module_db) run on npu against the CPU.
 
 For every OpInfo, every dtype the CPU supports among DTYPES, and every sample input:
 
@@ -17,13 +17,25 @@ For every OpInfo, every dtype the CPU supports among DTYPES, and every sample in
 Samples are generated on npu; the CPU reference is a replica of them (same storages, offsets, strides, conj/neg bits,
 aliasing between arguments; tensors the OpInfo keeps on the CPU stay there).
 
-A case is one sample (or error input) of one (op, variant, dtype, kind). Cases run in worker subprocesses, a few ops
-per request, so a crash (segfault, abort) is recorded against the case that was running and the rest go on in a new
-worker. Expected failures live in expected_failures.toml; a listed case that passes, an unlisted case that fails, a
-crash or a hang fails the run.
+For every ModuleInfo, every dtype it lists, train mode and (where the ModuleInfo says they differ) eval mode, and
+every module input, as PyTorch's test_cpu_gpu_parity does (its inputs made on the CPU, its tolerances):
 
-    python tests/conformance/runner.py                 # the whole database, -j2
-    python tests/conformance/runner.py --ops add,mul  # some OpInfos (names as in the report)
+- forward: the module built on the CPU and on npu with the CPU module's state dict, called on copies of the same
+  inputs: the outputs and the module's state after the call (running statistics) must agree, or both raise the same
+  exception type.
+- backward: the gradients of the inputs and of the parameters (torch.autograd.grad with seeded random grad_outputs
+  for every differentiable output) on npu and on the CPU.
+
+A case is one sample (or error input) of one (op, variant, dtype, kind), or one module input of one (module, mode,
+dtype, kind). Each npu run ends with a synchronize, so an asynchronous error is charged to its case. Cases run in
+worker subprocesses, an op or a module per request, so a crash (segfault, abort) is recorded against the case that
+was running and the rest go on in a new worker. Expected failures live in expected_failures.toml; a listed case that
+passes, an unlisted case that fails, a crash or a hang fails the run.
+
+    python tests/conformance/runner.py                          # both databases, -j2
+    python tests/conformance/runner.py --ops add,mul            # some OpInfos (names as in the report)
+    python tests/conformance/runner.py --modules all            # the ModuleInfo database only
+    python tests/conformance/runner.py --modules nn.Linear,nn.LSTM
 """
 
 from __future__ import annotations
@@ -53,6 +65,14 @@ DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "complex64", "int64"
 GRAD_DTYPE_NAMES = ("float32", "float64")
 KINDS = ("forward", "grad", "error")
 VARIANTS = ("function", "method", "inplace", "out")
+# ModuleInfo cases: the forward (outputs and the module's state after it) and the backward (gradients of the inputs
+# and of the parameters), in train and, where the module behaves differently, eval mode.
+MODULE_KINDS = ("forward", "backward")
+MODULE_MODES = ("train", "eval")
+# Module case keys start with this, so they never mix with OpInfo keys: "module:nn.Linear|train|float32|forward|0".
+MODULE_PREFIX = "module:"
+# test_cpu_gpu_parity's tolerances (PyTorch's test/test_modules.py): atol per dtype, on top of assert_close's defaults.
+MODULE_PARITY_ATOL = {"float32": 5e-2, "float64": 4e-4}
 
 # Seconds a worker may spend in one case before it counts as hung.
 CASE_TIMEOUT = 300
@@ -62,9 +82,17 @@ def case_key(op: str, variant: str, dtype: str, kind: str, sample) -> str:
     return f"{op}|{variant}|{dtype}|{kind}|{sample}"
 
 
+def module_case_key(module: str, mode: str, dtype: str, kind: str, sample) -> str:
+    return f"{MODULE_PREFIX}{module}|{mode}|{dtype}|{kind}|{sample}"
+
+
 def split_key(key: str) -> tuple[str, str, str, str, str]:
     op, variant, dtype, kind, sample = key.rsplit("|", 4)
     return op, variant, dtype, kind, sample
+
+
+def suite_of(key: str) -> str:
+    return "module" if key.startswith(MODULE_PREFIX) else "op"
 
 
 # ================================================================================================ expected failures
@@ -73,8 +101,10 @@ def split_key(key: str) -> tuple[str, str, str, str, str]:
 @dataclass
 class Expectation:
     """One [[xfail]] entry: fnmatch patterns (or lists of them) for the op, variant, dtype and kind, optionally the
-    sample indices. Every case it matches must fail: one that passes is an unexpected pass."""
+    sample indices; or one [[module_xfail]] entry (suite "module"): patterns for the module, mode, dtype and kind. Every
+    case it matches must fail: one that passes is an unexpected pass."""
 
+    suite: str
     op: list
     variant: list
     dtype: list
@@ -85,14 +115,16 @@ class Expectation:
     passed: list = field(default_factory=list)
 
     def matches(self, key: str) -> bool:
-        fields = split_key(key)
+        if suite_of(key) != self.suite:
+            return False
+        fields = split_key(key.removeprefix(MODULE_PREFIX))
         return (all(any(fnmatch.fnmatchcase(value, p) for p in patterns)
                     for value, patterns in zip(fields[:4], (self.op, self.variant, self.dtype, self.kind)))
                 and (self.samples is None or int(fields[4]) in self.samples))
 
     def describe(self) -> str:
         samples = "" if self.samples is None else f" samples={self.samples}"
-        return f"{self.op} {self.variant} {self.dtype} {self.kind}{samples}"
+        return f"{self.suite} {self.op} {self.variant} {self.dtype} {self.kind}{samples}"
 
 
 def half_compute_routes() -> dict:
@@ -103,26 +135,41 @@ def half_compute_routes() -> dict:
     return {d: "float32" if how == "float32" else "native" for d, how in (x.split("=") for x in out)}
 
 
+# complex32 computes as float16 (its real and imaginary parts), so it takes float16's route of the cube.
+HALF_ROUTE_OF = {"float16": "float16", "bfloat16": "bfloat16", "complex32": "float16"}
+
+
 def load_expectations(path: Path = EXPECTED_FAILURES) -> tuple[dict, list[Expectation]]:
     data = tomllib.loads(path.read_text())
+    as_list = lambda v: [v] if isinstance(v, str) else list(v)  # noqa: E731
     reasons = data.get("reasons", {})
     out = []
-    routes = None
-    for e in data.get("xfail", []):
-        unknown = set(e) - {"op", "variant", "dtype", "kind", "samples", "reason", "half_compute"}
-        assert not unknown, f"{path}: unknown keys {unknown} in {e}"
-        if "half_compute" in e:  # an entry for one route of the cube's half precision (csrc/backend/ops/cube.h)
-            routes = routes or half_compute_routes()
-            dtypes = [e["dtype"]] if isinstance(e["dtype"], str) else e["dtype"]
-            assert all(d in routes for d in dtypes), f"{path}: half_compute entries name half dtypes only: {e}"
-            if any(routes[d] != e["half_compute"] for d in dtypes):
+    routes = {}
+
+    def holds_here(e) -> bool:
+        """False for an entry of the other route of the cube's half precision (csrc/backend/ops/cube.h)."""
+        if "half_compute" not in e:
+            return True
+        if not routes:
+            routes.update(half_compute_routes())
+        dtypes = as_list(e["dtype"])
+        assert all(d in HALF_ROUTE_OF for d in dtypes), f"{path}: half_compute entries name half dtypes only: {e}"
+        return all(routes[HALF_ROUTE_OF[d]] == e["half_compute"] for d in dtypes)
+
+    for section, suite, fields, kinds_allowed in (("xfail", "op", ("op", "variant"), KINDS),
+                                                  ("module_xfail", "module", ("module", "mode"), MODULE_KINDS)):
+        for e in data.get(section, []):
+            unknown = set(e) - {*fields, "dtype", "kind", "samples", "reason", "half_compute"}
+            assert not unknown, f"{path}: unknown keys {unknown} in {e}"
+            if not holds_here(e):
                 continue
-        assert e["reason"] in reasons, f"{path}: reason {e['reason']!r} of {e} is not declared under [reasons]"
-        as_list = lambda v: [v] if isinstance(v, str) else list(v)  # noqa: E731
-        kinds = as_list(e.get("kind", "*"))
-        assert all(k == "*" or k in KINDS for k in kinds), f"{path}: bad kind in {e}"
-        out.append(Expectation(as_list(e["op"]), as_list(e.get("variant", "*")), as_list(e.get("dtype", "*")),
-                               kinds, e.get("samples"), e["reason"]))
+            assert e["reason"] in reasons, f"{path}: reason {e['reason']!r} of {e} is not declared under [reasons]"
+            kinds = as_list(e.get("kind", "*"))
+            assert all(k == "*" or k in kinds_allowed for k in kinds), f"{path}: bad kind in {e}"
+            variants = as_list(e.get(fields[1], "*"))
+            assert suite == "op" or all(m == "*" or m in MODULE_MODES for m in variants), f"{path}: bad mode in {e}"
+            out.append(Expectation(suite, as_list(e[fields[0]]), variants, as_list(e.get("dtype", "*")), kinds,
+                                   e.get("samples"), e["reason"]))
     return reasons, out
 
 
@@ -471,6 +518,95 @@ def _mixes_devices(s) -> bool:
     return any(t == "npu" for t, _ in named) and any(t != "npu" and dim for t, dim in named if dim is not None)
 
 
+# ------------------------------------------------------------------------------------------------ the ModuleInfos
+
+
+def module_tolerance_fn(info, dtype):
+    """(atol, rtol) per output dtype: assert_close's defaults with test_cpu_gpu_parity's atol, or the ModuleInfo's
+    tolerance and precision overrides for that test when larger."""
+    from torch.testing._comparison import default_tolerances
+    from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
+    from torch.testing._internal.opinfo.core import DecorateInfo
+
+    atol_o, rtol_o = MODULE_PARITY_ATOL.get(str(dtype).removeprefix("torch."), 0.0), 0.0
+    for d in info.decorators:
+        if not isinstance(d, DecorateInfo) or d.test_name not in (None, "test_cpu_gpu_parity") or (
+                d.device_type not in (None, "npu")) or (d.dtypes is not None and dtype not in d.dtypes):
+            continue
+        for dec in d.decorators:
+            if isinstance(dec, toleranceOverride) and dtype in dec.d:
+                atol_o, rtol_o = max(atol_o, dec.d[dtype].atol), max(rtol_o, dec.d[dtype].rtol)
+            elif isinstance(dec, precisionOverride) and dtype in dec.d:
+                atol_o = max(atol_o, dec.d[dtype])
+
+    def tol(out_dtype):
+        rtol, atol = default_tolerances(torch.empty(0, dtype=out_dtype))
+        return max(atol, atol_o), max(rtol, rtol_o)
+
+    return tol
+
+
+def _fresh(v, device):
+    """A copy of a module input on device: tensors detached and copied (keeping requires_grad), so a run that writes
+    its inputs leaves the ModuleInput as it was."""
+    if isinstance(v, torch.Tensor):
+        return v.detach().to(device, copy=True).requires_grad_(v.requires_grad)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_fresh(x, device) for x in v) if type(v) in (list, tuple) else type(v)(
+            *(_fresh(x, device) for x in v))
+    if isinstance(v, dict):
+        return {k: _fresh(x, device) for k, x in v.items()}
+    return v
+
+
+def _build_module(info, mi, dtype, training, device, cpu_state):
+    """The module on device with its forward inputs. On the CPU its state dict is kept in cpu_state["state"]; on
+    npu the module loads it, so both sides start from the same parameters and buffers (unless the CPU could not build
+    the module: then npu must fail as the CPU did)."""
+    args = _fresh(mi.constructor_input.args, device)
+    kwargs = _fresh(mi.constructor_input.kwargs, device)
+    torch.manual_seed(SAMPLE_SEED)
+    m = info.module_cls(*args, **kwargs).to(dtype).to(device)
+    m.train(training)
+    f_args = _fresh(mi.forward_input.args, device)
+    f_kwargs = _fresh(mi.forward_input.kwargs, device)
+    if info.is_lazy:  # a lazy module makes its parameters at its first forward
+        with torch.no_grad():
+            m(*_fresh(f_args, device), **_fresh(f_kwargs, device))
+    if device == "cpu":
+        cpu_state["state"] = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v
+                              for k, v in m.state_dict().items()}
+    elif "state" in cpu_state:
+        m.load_state_dict(cpu_state["state"])
+    return m, f_args, f_kwargs
+
+
+def _module_forward(info, mi, dtype, training, device, cpu_state):
+    m, args, kwargs = _build_module(info, mi, dtype, training, device, cpu_state)
+    torch.manual_seed(SAMPLE_SEED)
+    out = m(*args, **kwargs)
+    return {"outputs": out, "state after": dict(m.state_dict())}
+
+
+def _module_backward(info, mi, dtype, training, device, cpu_state):
+    """Gradients of the inputs and the parameters for seeded random grad_outputs (made on the CPU, the same on both
+    sides) of every differentiable output."""
+    from torch.utils._pytree import tree_leaves
+
+    m, args, kwargs = _build_module(info, mi, dtype, training, device, cpu_state)
+    torch.manual_seed(SAMPLE_SEED)
+    out = m(*args, **kwargs)
+    outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs:
+        return "no differentiable outputs"
+    gen = torch.Generator().manual_seed(SAMPLE_SEED)
+    grad_outputs = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
+    inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+    params = [(n, p) for n, p in m.named_parameters() if p.requires_grad]
+    grads = torch.autograd.grad(outs, inputs + [p for _, p in params], grad_outputs, allow_unused=True)
+    return {"inputs": list(grads[:len(inputs)]), "parameters": dict(zip((n for n, _ in params), grads[len(inputs):]))}
+
+
 # ------------------------------------------------------------------------------------------------ cases
 
 SAMPLE_SEED = 20240601
@@ -729,6 +865,52 @@ class Worker:
         if "error" in kinds and op.error_inputs_func is not None:
             self.errors(op, skip)
 
+    # -- one module (ModuleInfo)
+
+    def run_module(self, info, kinds, dtypes, skip):
+        modes = MODULE_MODES if info.train_and_eval_differ else MODULE_MODES[:1]
+        for mode in modes:
+            for dtype in info.supported_dtypes("npu"):
+                dtype_name = str(dtype).removeprefix("torch.")
+                if dtypes is not None and dtype_name not in dtypes:
+                    continue
+                tol = module_tolerance_fn(info, dtype)
+                inputs = self.module_inputs(info, dtype, mode == "train",
+                                            module_case_key(info.name, mode, dtype_name, "forward", ""), skip)
+                for i, mi in enumerate(inputs):
+                    if mi.forward_input is None:
+                        continue
+                    for kind in MODULE_KINDS:
+                        if kind in kinds:
+                            key = module_case_key(info.name, mode, dtype_name, kind, i)
+                            self.case(key, skip, lambda: self.module_case(info, mi, dtype, mode == "train", kind, tol))
+
+    def module_inputs(self, info, dtype, training, key_prefix, skip):
+        """The module's inputs, made on the CPU (seeded) as test_cpu_gpu_parity makes them; a failure to make them
+        becomes a failing case."""
+        torch.manual_seed(SAMPLE_SEED)
+        try:
+            return list(info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True,
+                                                training=training))
+        except Exception as e:  # noqa: BLE001
+            msg = f"making the module inputs raised {type(e).__name__}: {str(e).strip()[:300]}"
+
+            def fail():
+                raise Mismatch(msg)
+
+            self.case(key_prefix + "0", skip, fail)
+            return []
+
+    @staticmethod
+    def module_case(info, mi, dtype, training, kind, tol):
+        """The module on the CPU, then on npu with the CPU module's state dict: their forward results (outputs and the
+        state after the forward, e.g. running statistics) or their gradients must match."""
+        cpu_state = {}
+        run = _module_forward if kind == "forward" else _module_backward
+        expected = _run(lambda: run(info, mi, dtype, training, "cpu", cpu_state), on_npu=False)
+        actual = _run(lambda: run(info, mi, dtype, training, "npu", cpu_state), on_npu=True)
+        _compare(actual, expected, tol, path=kind)
+
 
 def _as_host(v):
     """A result already brought to the host, as the expected side of a comparison (npu results compare as tensors)."""
@@ -750,6 +932,7 @@ def worker_main():
     warnings.simplefilter("ignore")
     _import_torch()
     from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_modules import module_db
 
     def emit(msg):
         proto.write(json.dumps(msg) + "\n")
@@ -759,9 +942,11 @@ def worker_main():
     emit({"ready": os.getpid()})
     for line in sys.stdin:
         req = json.loads(line)
-        op = op_db[req["op"]]
-        worker.run_op(op, req["kinds"], req["dtypes"], set(req["skip"]))
-        emit({"done": req["op"]})
+        if req["suite"] == "module":
+            worker.run_module(module_db[req["index"]], req["kinds"], req["dtypes"], set(req["skip"]))
+        else:
+            worker.run_op(op_db[req["index"]], req["kinds"], req["dtypes"], set(req["skip"]))
+        emit({"done": req["index"]})
 
 
 # ================================================================================================ master side
@@ -774,21 +959,28 @@ class Results:
     seconds: dict = field(default_factory=dict)
 
 
-def list_ops(names: list[str] | None):
-    """(index, id) of the OpInfos to run (all, or those named), reading the database in a child (the master stays
-    free of torch)."""
+def list_cases(ops: list[str] | None, modules: list[str] | None):
+    """(suite, index, id) of the OpInfos and ModuleInfos to run (None: none; "all": the whole database; else those
+    named), reading the databases in a child (the master stays free of torch). Module ids carry MODULE_PREFIX."""
     code = ("import json, torch\n"
             "from torch.testing._internal.common_methods_invocations import op_db\n"
-            "print(json.dumps([o.name + ('.' + o.variant_test_name if o.variant_test_name else '') for o in op_db]))\n")
+            "from torch.testing._internal.common_modules import module_db\n"
+            "print(json.dumps([[o.name + ('.' + o.variant_test_name if o.variant_test_name else '') for o in op_db],"
+            " [m.name for m in module_db]]))\n")
     env = dict(os.environ, SOFTNPU_DEVICE_COUNT="1")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
-    ids = json.loads(out.strip().splitlines()[-1])
-    if names is None:
-        return list(enumerate(ids))
-    unknown = set(names) - set(ids)
-    if unknown:
-        raise SystemExit(f"unknown OpInfos: {sorted(unknown)}")
-    return [(i, n) for i, n in enumerate(ids) if n in set(names)]
+    op_ids, module_ids = json.loads(out.strip().splitlines()[-1])
+    work = []
+    for suite, names, ids, what in (("op", ops, op_ids, "OpInfos"), ("module", modules, module_ids, "ModuleInfos")):
+        if names is None:
+            continue
+        if names != ["all"]:
+            unknown = set(names) - set(ids)
+            if unknown:
+                raise SystemExit(f"unknown {what}: {sorted(unknown)}")
+        prefix = MODULE_PREFIX if suite == "module" else ""
+        work += [(suite, i, prefix + n) for i, n in enumerate(ids) if names == ["all"] or n in set(names)]
+    return work
 
 
 class WorkerProcess:
@@ -849,19 +1041,19 @@ class WorkerProcess:
         return f"exit status {rc}"
 
 
-def run_cases(ops, kinds, dtypes, jobs, log_dir: Path, progress) -> Results:
+def run_cases(work, kinds, dtypes, jobs, log_dir: Path, progress) -> Results:
     results = Results()
     lock = threading.Lock()
     todo: queue.Queue = queue.Queue()
-    for index, name in ops:
-        todo.put((index, name))
+    for item in work:
+        todo.put(item)
 
     def slot(n):
         proc = None
         log_path = log_dir / f"worker{n}.log"
         while True:
             try:
-                index, name = todo.get_nowait()
+                suite, index, name = todo.get_nowait()
             except queue.Empty:
                 break
             done_here: set = set()
@@ -873,7 +1065,8 @@ def run_cases(ops, kinds, dtypes, jobs, log_dir: Path, progress) -> Results:
                         raise RuntimeError(f"worker failed to start: {msg!r}; see {log_path}")
                 with lock:
                     skip = [k for k in results.status if split_key(k)[0] == name]
-                proc.send({"op": index, "kinds": kinds, "dtypes": dtypes, "skip": skip})
+                suite_kinds = [k for k in kinds if k in (MODULE_KINDS if suite == "module" else KINDS)]
+                proc.send({"suite": suite, "index": index, "kinds": suite_kinds, "dtypes": dtypes, "skip": skip})
                 current = None
                 finished = False
                 while True:
@@ -929,7 +1122,7 @@ def run_cases(ops, kinds, dtypes, jobs, log_dir: Path, progress) -> Results:
 
 @dataclass
 class Verdict:
-    counts: dict  # kind -> Counter(pass, xfail, fail, crash, hang)
+    counts: dict  # (suite, kind) -> Counter(pass, xfail, fail, crash, hang)
     unexpected_failures: list
     unexpected_passes: list
     crashes: list
@@ -941,18 +1134,19 @@ class Verdict:
     def ok(self) -> bool:
         return not (self.unexpected_failures or self.unexpected_passes or self.crashes or self.stale)
 
-    def rate(self, kind) -> float:
-        c = self.counts[kind]
+    def rate(self, kind, suite="op") -> float:
+        c = self.counts[(suite, kind)]
         total = sum(c.values())
         return 100.0 * c["pass"] / total if total else math.nan
 
 
-def judge(results: Results, expectations: list[Expectation], full_run: bool) -> Verdict:
-    counts = {k: Counter() for k in KINDS}
+def judge(results: Results, expectations: list[Expectation], full_suites=()) -> Verdict:
+    """full_suites: the suites ("op", "module") run in full, whose expectations must each match a case."""
+    counts = {(suite, k): Counter() for suite, kinds in (("op", KINDS), ("module", MODULE_KINDS)) for k in kinds}
     unexpected_failures, unexpected_passes, crashes = [], [], []
     xfail_by_reason = Counter()
     for key, status in sorted(results.status.items()):
-        kind = split_key(key)[3]
+        kind = (suite_of(key), split_key(key)[3])
         exp = next((e for e in expectations if e.matches(key)), None)
         if exp is not None:
             exp.matched += 1
@@ -970,22 +1164,29 @@ def judge(results: Results, expectations: list[Expectation], full_run: bool) -> 
         else:
             counts[kind]["fail"] += 1
             unexpected_failures.append((key, results.detail[key]))
-    stale = [e for e in expectations if e.matched == 0] if full_run else []
+    stale = [e for e in expectations if e.matched == 0 and e.suite in full_suites]
     entries = Counter(e.reason for e in expectations if e.matched)
     return Verdict(counts, unexpected_failures, unexpected_passes, crashes, stale, xfail_by_reason, entries)
 
 
-def report(verdict: Verdict, reasons: dict, seconds: float, out=sys.stdout):
-    p = lambda *a: print(*a, file=out)  # noqa: E731
+def report(verdict: Verdict, reasons: dict, seconds: float, out=None):
+    p = lambda *a: print(*a, file=out or sys.stdout)  # noqa: E731  (sys.stdout as it is now: pytest captures it)
     p("")
-    p("softnpu op conformance (PyTorch OpInfo database, npu vs CPU)")
-    for kind, label in (("forward", "forward"), ("grad", "gradients"), ("error", "error inputs")):
-        c = verdict.counts[kind]
-        total = sum(c.values())
-        rate = f"{verdict.rate(kind):6.2f}%" if total else "    n/a"
-        p(f"  {label:13s} {rate}  {c['pass']} of {total} cases pass"
-          f" ({c['xfail']} expected failures, {c['fail']} unexpected failures,"
-          f" {c['crash'] + c['hang']} crashes/hangs)")
+    for suite, title, rows in (
+            ("op", "softnpu op conformance (PyTorch OpInfo database, npu vs CPU)",
+             (("forward", "forward"), ("grad", "gradients"), ("error", "error inputs"))),
+            ("module", "softnpu module conformance (PyTorch ModuleInfo database, npu vs CPU, train and eval modes)",
+             (("forward", "forward"), ("backward", "backward")))):
+        if not any(sum(verdict.counts[(suite, kind)].values()) for kind, _ in rows):
+            continue
+        p(title)
+        for kind, label in rows:
+            c = verdict.counts[(suite, kind)]
+            total = sum(c.values())
+            rate = f"{verdict.rate(kind, suite):6.2f}%" if total else "    n/a"
+            p(f"  {label:13s} {rate}  {c['pass']} of {total} cases pass"
+              f" ({c['xfail']} expected failures, {c['fail']} unexpected failures,"
+              f" {c['crash'] + c['hang']} crashes/hangs)")
     p(f"  duration      {seconds:.0f} s")
     if verdict.xfail_by_reason:
         p("expected failures by reason (cases, entries):")
@@ -1008,8 +1209,12 @@ def report(verdict: Verdict, reasons: dict, seconds: float, out=sys.stdout):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--ops", help="comma-separated OpInfo ids (default: all)")
-    ap.add_argument("--kinds", default=",".join(KINDS), help="forward,grad,error")
+    ap.add_argument("--ops", help="comma-separated OpInfo ids, or all (default: all, unless --modules is given)")
+    ap.add_argument("--modules",
+                    help="comma-separated ModuleInfo names (nn.Linear), or all (default: all, unless --ops is given)")
+    all_kinds = list(dict.fromkeys(KINDS + MODULE_KINDS))
+    ap.add_argument("--kinds", default=",".join(all_kinds),
+                    help="OpInfo kinds forward,grad,error; module kinds forward,backward")
     ap.add_argument("--dtypes", help="comma-separated dtypes (default: " + ",".join(DTYPE_NAMES) + ")")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=REPO / "build" / "conformance", help="logs and results.json")
@@ -1020,25 +1225,31 @@ def main(argv=None):
         return 0
 
     reasons, expectations = load_expectations()
-    names = args.ops.split(",") if args.ops else None
+    ops = args.ops.split(",") if args.ops else None
+    modules = args.modules.split(",") if args.modules else None
+    if ops is None and modules is None:
+        ops = modules = ["all"]
     kinds = args.kinds.split(",")
+    if set(kinds) - set(all_kinds):
+        ap.error(f"unknown kinds {sorted(set(kinds) - set(all_kinds))} (kinds: {','.join(all_kinds)})")
     dtypes = args.dtypes.split(",") if args.dtypes else None
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("worker*.log"):
         old.unlink()
-    ops = list_ops(names)
+    work = list_cases(ops, modules)
     t0 = time.monotonic()
     done = [0]
 
     def progress(name):
         done[0] += 1
         if not args.quiet:
-            print(f"[{done[0]}/{len(ops)} {time.monotonic() - t0:6.0f}s] {name}", file=sys.stderr, flush=True)
+            print(f"[{done[0]}/{len(work)} {time.monotonic() - t0:6.0f}s] {name}", file=sys.stderr, flush=True)
 
-    results = run_cases(ops, kinds, dtypes, args.jobs, args.out, progress)
+    results = run_cases(work, kinds, dtypes, args.jobs, args.out, progress)
     seconds = time.monotonic() - t0
-    full = names is None and kinds == list(KINDS) and dtypes is None
-    verdict = judge(results, expectations, full)
+    full_suites = [suite for suite, names, suite_kinds in (("op", ops, KINDS), ("module", modules, MODULE_KINDS))
+                   if names == ["all"] and set(suite_kinds) <= set(kinds) and dtypes is None]
+    verdict = judge(results, expectations, full_suites)
     (args.out / "results.json").write_text(json.dumps(
         {"status": results.status, "detail": results.detail, "seconds": results.seconds}, indent=0, sort_keys=True))
     report(verdict, reasons, seconds)
