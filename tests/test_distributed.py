@@ -194,6 +194,33 @@ def all_gather_variants(rank, device):
 
 
 @scenario()
+def integer_types_gloo_lacks(rank, device):
+    # int16, uint16, uint32, uint64: moved bit for bit; summed where two's complement allows; refused, named, where not.
+    big = {torch.uint32: 2**32 - 2, torch.uint64: 2**63 + 5, torch.uint16: 65530, torch.int16: -30000}
+    for dtype, value in big.items():
+        outs = [torch.empty(3, dtype=dtype, device=device) for _ in range(WORLD_SIZE)]
+        dist.all_gather(outs, full(value - rank, device, n=3, dtype=dtype))
+        assert [o.cpu().tolist() for o in outs] == [[value] * 3, [value - 1] * 3], (dtype, outs)
+        x = full(value if rank == 0 else 0, device, n=2, dtype=dtype)
+        dist.broadcast(x, src=0)
+        assert x.cpu().tolist() == [value] * 2
+    for dtype in (torch.uint32, torch.uint64):
+        x = full(2**31 + rank, device, n=2, dtype=dtype)
+        dist.all_reduce(x)
+        assert x.cpu().tolist() == [(2 * 2**31 + 1) % (2**32 if dtype == torch.uint32 else 2**64)] * 2
+        try:
+            dist.all_reduce(full(1, device, dtype=dtype), op=dist.ReduceOp.MAX)
+            raise AssertionError("MAX of an unsigned type was accepted")
+        except RuntimeError as e:
+            assert "hccl:all_reduce: MIN and MAX of UInt" in str(e), e
+    try:
+        dist.all_reduce(full(1, device, dtype=torch.int16))
+        raise AssertionError("a sum of int16 was accepted")
+    except RuntimeError as e:
+        assert "hccl:all_reduce: reducing Short is not supported" in str(e), e
+
+
+@scenario()
 def reduce_scatter_variants(rank, device):
     ins = [full(10.0 * (rank + 1) + i, device, n=2) for i in range(WORLD_SIZE)]  # chunk i goes to rank i
     out = torch.empty(2, device=device)

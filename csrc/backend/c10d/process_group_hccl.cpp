@@ -152,6 +152,13 @@ class Staging {
 
   Staging(c10d::OpType type, const char* title) : type(type), title(title) {}
 
+  // For the reducing collectives, before their tensors are staged.
+  void reduce_with(const c10d::ReduceOp& op) {
+    check_reduce_op(op, title);
+    reduces = true;
+    compares = op == c10d::ReduceOp::MIN || op == c10d::ReduceOp::MAX;
+  }
+
   at::Tensor stage(const at::Tensor& t, Use use) {
     TORCH_CHECK(t.device().is_privateuseone(), title, ": expected npu tensors, got a tensor on ", t.device());
     TORCH_CHECK(t.layout() == c10::kStrided, title, ": expected dense tensors, got layout ", t.layout());
@@ -168,7 +175,7 @@ class Staging {
       outputs.push_back(t);
       host_outputs.push_back(host);
     }
-    return host;
+    return for_gloo(host);
   }
 
   // The buffer as a flat view, for the "into tensor" collectives: HCCL and NCCL read and write their buffers as
@@ -197,8 +204,26 @@ class Staging {
     return host;
   }
 
+  // Gloo has no int16, uint16, uint32 or uint64. uint32 and uint64 go as the signed type of their width, which moves
+  // the same bits and sums and multiplies to the same bits (two's complement): only comparisons would differ. The 16-bit
+  // integers go as float16, which moves their bits but cannot reduce them.
+  at::Tensor for_gloo(const at::Tensor& host) const {
+    const auto dtype = host.scalar_type();
+    if (dtype == c10::kShort || dtype == c10::kUInt16) {
+      TORCH_CHECK(!reduces, title, ": reducing ", dtype,
+                  " is not supported (softnpu's hccl reduces with Gloo, which has no 16-bit integers)");
+      return host.view(c10::kHalf);
+    }
+    if (dtype != c10::kUInt32 && dtype != c10::kUInt64) return host;
+    TORCH_CHECK(!compares, title, ": MIN and MAX of ", dtype,
+                " are not supported (softnpu's hccl reduces with Gloo, which has no unsigned types wider than uint8)");
+    return host.view(dtype == c10::kUInt32 ? c10::kInt : c10::kLong);
+  }
+
   const c10d::OpType type;
   const char* const title;
+  bool reduces = false;
+  bool compares = false;
   std::optional<c10::Device> device;
   bool has_inputs = false;
   std::vector<at::Tensor> outputs;
@@ -257,7 +282,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   Staging s(c10d::OpType::ALLREDUCE, "hccl:all_reduce");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   auto host = s.stage(tensors, Staging::kInOut);
   return run(s, [&] { return gloo_->allreduce(host, opts); });
 }
@@ -265,7 +290,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
   Staging s(c10d::OpType::ALLREDUCE_COALESCED, "hccl:all_reduce_coalesced");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   auto host = s.stage(tensors, Staging::kInOut);
   return run(s, [&] { return gloo_->allreduce_coalesced(host, opts); });
 }
@@ -273,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   Staging s(c10d::OpType::REDUCE, "hccl:reduce");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   // Only the root's tensor receives the result; the others keep their values.
   auto host = s.stage(tensors, opts.rootRank == rank_ ? Staging::kInOut : Staging::kIn);
   return run(s, [&] { return gloo_->reduce(host, opts); });
@@ -337,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
                                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                                 const c10d::ReduceScatterOptions& opts) {
   Staging s(c10d::OpType::REDUCE_SCATTER, "hccl:reduce_scatter");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
   return run(s, [&] { return gloo_->reduce_scatter(host_out, host_in, opts); });
@@ -346,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
   Staging s(c10d::OpType::_REDUCE_SCATTER_BASE, "hccl:reduce_scatter_tensor");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   check_into_tensor(output, input, size_, s.title, "output", "input");
   auto host_in = s.stage_flat(input, Staging::kIn);
   auto host_out = s.stage_flat(output, Staging::kOut);
@@ -356,7 +381,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   Staging s(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "hccl:reduce_scatter_tensor_coalesced");
-  check_reduce_op(opts.reduceOp, s.title);
+  s.reduce_with(opts.reduceOp);
   check_into_tensors(outputs, inputs, size_, s.title, "output", "input");
   auto host_in = s.stage_flat(inputs, Staging::kIn);
   auto host_out = s.stage_flat(outputs, Staging::kOut);
