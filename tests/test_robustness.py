@@ -233,3 +233,126 @@ def test_ctrl_c_interrupts_a_host_wait_and_the_device_stays_usable(mode):
     assert busy, out.stdout
     assert latency < 3.0, out.stdout
     assert out.stdout.strip().endswith("recovered")
+
+
+# ---------------------------------------------------------------- bad input against the CPU
+
+BAD_INPUT_CHILD = """
+import torch, torch_npu
+cases = {
+    "empty max": lambda d: torch.empty(0, device=d).max(),
+    "empty min": lambda d: torch.empty(0, device=d).min(),
+    "empty view max": lambda d: torch.ones(5, device=d)[:0].max(),
+    "empty amax dim": lambda d: torch.empty(0, 3, device=d).amax(0),
+    "empty argmax": lambda d: torch.empty(0, device=d).argmax(),
+    "empty max dim": lambda d: torch.empty(0, 3, device=d).max(0),
+    "empty kthvalue": lambda d: torch.empty(0, device=d).kthvalue(1),
+    "empty sum": lambda d: torch.empty(0, 3, device=d).sum(0),
+    "empty median": lambda d: torch.empty(0, device=d).median(),
+    "matmul shapes": lambda d: torch.ones(2, 3, device=d) @ torch.ones(4, 5, device=d),
+    "view shape": lambda d: torch.ones(3, device=d).view(2, 2),
+    "index out of range": lambda d: torch.ones(3, device=d)[torch.tensor([5], device=d)],
+    "cat shapes": lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]),
+    "reshape zero": lambda d: torch.ones(2, device=d).reshape(-1, 0),
+    "bad dtype": lambda d: torch.ones(2, device=d).bitwise_and(torch.ones(2, device=d)),
+    "bad dim": lambda d: torch.ones(2, 2, device=d).sum(3),
+}
+failed = []
+for name, f in cases.items():
+    outcome = {}
+    for d in ("cpu", "npu"):
+        try:
+            r = f(d)
+            if d == "npu":
+                torch.npu.synchronize()
+            outcome[d] = ("ok", repr(r.cpu().tolist()) if isinstance(r, torch.Tensor) else None)
+        except Exception as e:
+            outcome[d] = type(e).__name__
+    if outcome["cpu"] != outcome["npu"]:
+        failed.append((name, outcome))
+# Nothing was lost: the device works after every error.
+assert torch.arange(4.0, device="npu").sum().item() == 6.0
+print(failed)
+"""
+
+
+def test_bad_input_fails_as_on_the_cpu_and_the_device_stays_usable():
+    out = run_python(BAD_INPUT_CHILD, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+# ---------------------------------------------------------------- faults and recovery
+
+FAULTS_CHILD = """
+import torch, torch_npu
+# Out of memory: the error CUDA gives, then the memory is usable again.
+try:
+    torch.empty(200 << 20, dtype=torch.uint8, device="npu")
+    raise SystemExit("no OutOfMemoryError")
+except torch.OutOfMemoryError:
+    pass
+x = torch.ones(8 << 20, dtype=torch.uint8, device="npu")
+assert x.sum().item() == 8 << 20
+# A kernel error is raised once, at the next synchronizing call, naming the op; then the stream is clean.
+y = torch.ones(3, device="npu")[torch.tensor([7], device="npu")]
+try:
+    torch.npu.synchronize()
+    raise SystemExit("no error at synchronize")
+except IndexError as e:
+    assert "index" in str(e), e
+torch.npu.synchronize()
+assert (torch.ones(3, device="npu") * 3).cpu().tolist() == [3.0, 3.0, 3.0]
+print("recovered")
+"""
+
+
+def test_out_of_memory_and_kernel_errors_leave_the_device_usable():
+    out = run_python(FAULTS_CHILD, env={"SOFTNPU_MEMORY_MB": 64}, timeout=120)
+    assert out.stdout.strip() == "recovered"
+
+
+# ---------------------------------------------------------------- load and concurrency
+
+LOAD_CHILD = """
+import os, signal, threading, time
+import torch, torch_npu
+torch.manual_seed(0)
+a = torch.randn(256, 256)
+expected = a @ a
+errors = []
+def worker(i):
+    try:
+        s = torch.npu.Stream()
+        with torch.npu.stream(s):
+            x = a.npu()
+            for _ in range(40):
+                y = x @ x
+            got = y.cpu()
+        if not torch.allclose(got, expected, rtol=1e-4, atol=1e-3):
+            errors.append(f"thread {i}: wrong result")
+    except Exception as e:
+        errors.append(f"thread {i}: {e!r}")
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+for t in threads:
+    t.start()
+# Ctrl-C while the main thread waits and six threads launch on their own streams: only the main thread's wait ends.
+big = torch.randn(1024, 1024, device="npu")
+for _ in range(40):
+    big = big @ big / 1024
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    torch.npu.synchronize()
+    interrupted = False
+except KeyboardInterrupt:
+    interrupted = True
+for t in threads:
+    t.join(timeout=120)
+torch.npu.synchronize()
+print(interrupted, errors, any(t.is_alive() for t in threads))
+"""
+
+
+def test_threads_on_their_own_streams_match_the_cpu_through_a_ctrl_c():
+    out = run_python(LOAD_CHILD, timeout=300)
+    assert out.stdout.split("\n")[0] in ("True [] False", "False [] False"), out.stdout
+    assert out.stdout.startswith("True"), "the synchronize finished before SIGINT: " + out.stdout
