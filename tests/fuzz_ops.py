@@ -105,7 +105,9 @@ def _samples(op, dtype, seed):
     if key not in _SAMPLES:
         torch.manual_seed(seed)
         samples = []
-        for s in op.sample_inputs("cpu", dtype, requires_grad=False):
+        # Made on npu, so each tensor is where the OpInfo puts it (tensor_split's indices stay on the CPU, as CUDA
+        # requires); the CPU reference is a replica.
+        for s in op.sample_inputs("npu", dtype, requires_grad=False):
             samples.append(s)
             if len(samples) == MAX_SAMPLES:
                 break
@@ -131,7 +133,7 @@ def _mutate(t, kind: str, param: int):
         # The same values, every other element of a buffer twice the size.
         if t.dim() == 0:
             return t
-        wide = torch.zeros(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype)
+        wide = torch.zeros(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype, device=t.device)
         wide[..., ::2] = t
         return wide[..., ::2]
     if kind == "expanded":
@@ -171,7 +173,7 @@ def _tensor_slots(s):
 
 
 def build(case: Case):
-    """The (CPU) sample input of the case, mutated; None if the OpInfo has no such sample."""
+    """The sample input of the case, mutated; None if the OpInfo has no such sample."""
     op = OPS[case.op]
     samples = _samples(op, getattr(torch, case.dtype), case.seed)
     if not samples:
@@ -197,37 +199,6 @@ def build(case: Case):
     return inp, tuple(args), kwargs
 
 
-class _ToNpu(runner.Replicator):
-    """The CPU sample's tensors on npu, sharing storages as they do (views stay views, with their strides)."""
-
-    def __init__(self):
-        super().__init__(to_cpu=False)
-
-    def _replicate(self, t):
-        if t.layout != torch.strided or type(t) is not torch.Tensor:
-            raise _NotACase(f"a {t.layout} {type(t).__name__}: npu tensors are strided")
-        with torch.no_grad():
-            storage = t.untyped_storage()
-            key = storage._cdata
-            if key not in self.storages:
-                whole = torch.empty(0, dtype=torch.uint8).set_(storage)
-                self.storages[key] = (storage, whole.to("npu").untyped_storage())
-            r = torch.empty(0, dtype=t.dtype, device="npu")
-            r.set_(self.storages[key][1], t.storage_offset(), t.shape, t.stride())
-            if t.is_conj():
-                r = r.conj()
-            if t.is_neg():
-                r = torch._neg_view(r)
-        return r
-
-    def value(self, v):
-        if isinstance(v, torch.device) and v.type == "cpu":
-            return torch.device("npu")
-        if isinstance(v, str) and v == "cpu":
-            return "npu"
-        return super().value(v)
-
-
 def _describe(v) -> str:
     if isinstance(v, runner._HostTensor):
         return f"npu tensor({tuple(v.shape)}, {str(v.dtype).replace('torch.', '')})"
@@ -248,8 +219,11 @@ class Disagreement(AssertionError):
     pass
 
 
-class _NotACase(Exception):
-    """A sample the comparison does not cover (sparse or subclassed tensors)."""
+@dataclass
+class _Sample:
+    input: object
+    args: tuple
+    kwargs: dict
 
 
 def check(case: Case) -> bool:
@@ -260,13 +234,12 @@ def check(case: Case) -> bool:
     op = OPS[case.op]
     fn = _variant_fn(op, case.variant)
     inp, args, kwargs = built
+    if any(t.layout != torch.strided for t in runner._sample_tensors(_Sample(inp, args, kwargs))):
+        return False  # sparse layouts are refused on npu
     cpu = runner.Replicator(to_cpu=True)
     cpu_inp, cpu_args, cpu_kwargs = cpu.value(inp), cpu.value(args), cpu.value(kwargs)
-    npu = _ToNpu()
-    try:
-        npu_inp, npu_args, npu_kwargs = npu.value(inp), npu.value(args), npu.value(kwargs)
-    except _NotACase:
-        return False
+    npu = runner.Replicator(to_cpu=False)  # fresh copies: the sample itself stays as built
+    npu_inp, npu_args, npu_kwargs = npu.value(inp), npu.value(args), npu.value(kwargs)
     expected = runner._run(lambda: fn(cpu_inp, *cpu_args, **cpu_kwargs), on_npu=False)
     actual = runner._run(lambda: fn(npu_inp, *npu_args, **npu_kwargs), on_npu=True)
     try:
@@ -377,7 +350,7 @@ def _worker(a) -> int:
     state = Path(a.state)
 
     def progress(tally, case):
-        state.write_text(json.dumps({"tried": tally.tried, "case": str(case)}))
+        state.write_text(json.dumps({"tried": tally.tried, "case": str(case), "found": list(tally.found)}))
 
     tally = fuzz(a.seconds, a.seed, a.ops or None, skip=a.skip, progress=progress)
     state.write_text(json.dumps({"tried": tally.tried, "case": None, "found": list(tally.found)}))
@@ -395,7 +368,7 @@ def _supervise(minutes: float, seed: int | None, ops) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state.json"
         while time.monotonic() < deadline - 5:
-            state.write_text(json.dumps({"tried": 0, "case": None}))
+            state.write_text(json.dumps({"tried": 0, "case": None, "found": []}))
             cmd = [sys.executable, __file__, "--worker", "--state", str(state),
                    "--seconds", str(deadline - time.monotonic())]
             cmd += ["--seed", str(seed)] if seed is not None else []
@@ -406,8 +379,9 @@ def _supervise(minutes: float, seed: int | None, ops) -> int:
             proc = subprocess.run(cmd)
             info = json.loads(state.read_text())
             tried += info["tried"]
+            found += info.get("found", [])
+            skip += info.get("found", [])
             if proc.returncode == 0 and info["case"] is None:
-                found += info.get("found", [])
                 break
             case = Case.parse(info["case"])
             found.append(_key(case))

@@ -11,8 +11,8 @@ from conftest import child_env
 
 FUZZER = Path(__file__).resolve().parent / "fuzz_ops.py"
 
-# Cases of the slice and its seed: about 30 s on 2 shared cores.
-EXAMPLES = 300
+# Cases of the slice and its seed: about 20 s on 2 idle cores.
+EXAMPLES = 200
 SEED = 15
 
 SLICE = f"""
@@ -47,11 +47,12 @@ def skewed(fn, *, on_npu):
         out = out + 1
     return out
 fuzz_ops.runner._run = skewed
-tally = fuzz_ops.fuzz(seconds=120, seed=1, ops=["abs"], max_examples=30)
+tally = fuzz_ops.fuzz(seconds=120, seed=1, ops=["abs"], max_examples=60)
 print("found", len(tally.found))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=child_env(),
                          cwd=str(FUZZER.parent))
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "found 1" in out.stdout, out.stdout[-3000:]
+    # Found once per variant of abs (function, method, inplace): a disagreement retires its op and variant.
+    assert "found 3" in out.stdout, out.stdout[-3000:]
     assert "DISAGREEMENT 1: output" in out.stdout and "replay: python tests/fuzz_ops.py --replay" in out.stdout
