@@ -256,6 +256,8 @@ cases = {
     "reshape zero": lambda d: torch.ones(2, device=d).reshape(-1, 0),
     "bad dtype": lambda d: torch.ones(2, device=d).bitwise_and(torch.ones(2, device=d)),
     "bad dim": lambda d: torch.ones(2, 2, device=d).sum(3),
+    "conv mixed dtypes": lambda d: torch.nn.functional.conv1d(torch.ones(1, 3, 4, dtype=torch.float16, device=d),
+                                                              torch.ones(3, 3, 3, device=d)),
 }
 failed = []
 for name, f in cases.items():
