@@ -17,7 +17,7 @@ TORCH_VERSION := 2.13.0
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
 
-.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance deps clean
+.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz deps clean
 
 # ---------------------------------------------------------------- set-up
 
@@ -92,6 +92,12 @@ demo: build
 # (tests/conformance/expected_failures.toml must be updated) or a crash.
 conformance: build
 	$(PY) tests/conformance/runner.py -j $(JOBS)
+
+# The differential fuzzer (tests/fuzz_ops.py): OpInfo ops on mutated inputs, npu against the CPU, for FUZZ_MINUTES;
+# prints the cases tried and each disagreement as a minimal reproducer, and fails if it found one.
+FUZZ_MINUTES ?= 10
+fuzz: build
+	$(PY) tests/fuzz_ops.py --minutes $(FUZZ_MINUTES)
 
 clean:
 	rm -rf build

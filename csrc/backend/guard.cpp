@@ -4,6 +4,7 @@
 
 #include "backend/allocator.h"
 #include "backend/device.h"
+#include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/stream.h"
 
@@ -69,7 +70,9 @@ bool NPUGuardImpl::queryStream(const c10::Stream& stream) const { return NPUStre
 void NPUGuardImpl::synchronizeStream(const c10::Stream& stream) const { NPUStream(stream).synchronize(); }
 
 void NPUGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
-  on_device(device_index < 0 ? current_device() : device_index, [] { NPU_CHECK(snpuDeviceSynchronize()); });
+  on_device(device_index < 0 ? current_device() : device_index, [] {
+    wait_interruptibly("snpuDeviceSynchronize", [](uint64_t timeout) { return snpuDeviceSynchronizeTimeout(timeout); });
+  });
 }
 
 void* NPUGuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return NPUStream(stream).handle(); }
@@ -110,7 +113,9 @@ bool NPUGuardImpl::queryEvent(void* event) const {
 
 void NPUGuardImpl::synchronizeEvent(void* event) const {
   if (!event) return;
-  NPU_CHECK(snpuEventSynchronize(static_cast<snpuEvent_t>(event)));
+  wait_interruptibly("snpuEventSynchronize", [&](uint64_t timeout) {
+    return snpuEventSynchronizeTimeout(static_cast<snpuEvent_t>(event), timeout);
+  });
 }
 
 double NPUGuardImpl::elapsedTime(void* event1, void* event2, c10::DeviceIndex) const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "backend/interrupt.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -91,7 +92,11 @@ bool NPUStream::query() const {
   return true;
 }
 
-void NPUStream::synchronize() const { NPU_CHECK(snpuStreamSynchronize(handle_)); }
+void NPUStream::synchronize() const {
+  wait_interruptibly("snpuStreamSynchronize", [&](uint64_t timeout) { return snpuStreamSynchronizeTimeout(handle_, timeout); });
+}
+
+void NPUStream::synchronize_uninterruptibly() const { NPU_CHECK(snpuStreamSynchronize(handle_)); }
 
 NPUStream getCurrentNPUStream(c10::DeviceIndex device) {
   device = resolve(device);

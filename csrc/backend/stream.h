@@ -27,7 +27,11 @@ class NPUStream {
   snpuStream_t handle() const { return handle_; }
 
   bool query() const;
+  // Waits for the work queued so far; Ctrl-C interrupts the wait (interrupt.h).
   void synchronize() const;
+  // The same, never interrupted: for waits whose end the host must see before it goes on (a copy into host memory
+  // that is freed afterwards).
+  void synchronize_uninterruptibly() const;
 
   bool operator==(const NPUStream& o) const { return stream_ == o.stream_; }
   bool operator!=(const NPUStream& o) const { return !(*this == o); }

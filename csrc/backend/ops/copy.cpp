@@ -101,12 +101,18 @@ void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_
   // The bytes cross as they are (dense source), converted on the device if needed.
   const at::Tensor host = src.is_non_overlapping_and_dense() ? src : src.contiguous();
   const at::Tensor landing = memcpy_compatible(dst, host) ? dst : empty_like_layout(host, host.scalar_type(), dst.device());
+  const bool pinned = is_pinned(host);
+  if (!(pinned && non_blocking)) check_sync_debug("aten::copy_ (host to device, blocking or from pageable memory)");
+  // The wait for the work queued before the copy is the one Ctrl-C may interrupt: once the copy is queued, the host
+  // waits for it to the end.
+  if (pinned && !non_blocking) stream.synchronize();
   memcpy_on(stream, landing.data_ptr(), host.data_ptr(), host.nbytes(), snpuMemcpyHostToDevice);
-  if (is_pinned(host) && non_blocking) {
-    record_pinned_use(host.storage().data_ptr(), stream);
-  } else {
-    check_sync_debug("aten::copy_ (host to device, blocking or from pageable memory)");
-    if (is_pinned(host)) stream.synchronize();
+  if (pinned) {
+    if (non_blocking) {
+      record_pinned_use(host.storage().data_ptr(), stream);
+    } else {
+      stream.synchronize_uninterruptibly();
+    }
   }
   if (!landing.is_same(dst)) device_copy_kernel(dst, landing);
 }
@@ -125,13 +131,20 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   }
   const bool direct = memcpy_compatible(dst, staged);
   const at::Tensor host = direct ? dst : at::empty_strided(staged.sizes(), staged.strides(), staged.options().device(c10::kCPU));
-  memcpy_on(stream, host.data_ptr(), staged.data_ptr(), host.nbytes(), snpuMemcpyDeviceToHost);
-  if (is_pinned(host) && non_blocking && direct) {
-    record_pinned_use(host.storage().data_ptr(), stream);
-    return;
+  const bool pinned = is_pinned(host);
+  // Interruptible up to the copy (see copy_host_to_device); a copy into pageable memory waits inside the runtime.
+  if (!(pinned && non_blocking && direct)) {
+    check_sync_debug("aten::copy_ (device to host)");
+    stream.synchronize();
   }
-  check_sync_debug("aten::copy_ (device to host)");
-  if (is_pinned(host)) stream.synchronize();
+  memcpy_on(stream, host.data_ptr(), staged.data_ptr(), host.nbytes(), snpuMemcpyDeviceToHost);
+  if (pinned) {
+    if (non_blocking && direct) {
+      record_pinned_use(host.storage().data_ptr(), stream);
+      return;
+    }
+    stream.synchronize_uninterruptibly();
+  }
   if (!direct) dst.copy_(host);
 }
 

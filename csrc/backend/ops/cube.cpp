@@ -193,6 +193,17 @@ unsigned float32_dtypes(const std::string& name) {
 bool runs_in_float32(const KernelLaunch& k) {
   // A synchronizing launch hands its returns to the host, which must not see scratch memory.
   if (k.sync) return false;
+  // Inputs of one floating dtype only: with mixed ones (conv1d of a float16 input and a float32 weight) the CPU
+  // kernel's own dtype checks decide, which converting every operand to float32 would skip.
+  c10::ScalarType floating = c10::ScalarType::Undefined;
+  for (const TensorSlot& slot : k.argument_slots) {
+    for (uint32_t i = slot.first; i < slot.first + slot.count; ++i) {
+      const TensorRef& r = k.refs[i];
+      if (r.kind != TensorRef::Kind::kDevice || !c10::isFloatingType(r.dtype)) continue;
+      if (floating != c10::ScalarType::Undefined && r.dtype != floating) return false;
+      floating = r.dtype;
+    }
+  }
   for (const TensorRef& r : k.refs)
     if (r.kind == TensorRef::Kind::kDevice && converts(r.dtype, k.info->float32_dtypes)) return true;
   return false;

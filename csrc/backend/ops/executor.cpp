@@ -6,6 +6,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -18,6 +19,7 @@
 #include "backend/allocator.h"
 #include "backend/env.h"
 #include "backend/generator.h"
+#include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/kernel.h"
@@ -147,8 +149,65 @@ c10::IValue meta_value(const c10::IValue& v) {
   return map_tensors(v, to_meta);
 }
 
+// Meta kernels check less than CPU kernels (max() of an empty tensor: the Meta kernel gives a 0-dim result, the CPU
+// kernel raises; and max.unary_out, which the launch would run, does not check either). When no tensor argument has
+// data, the CPU kernel itself costs nothing on the host: it runs there too, so every check it makes from shapes alone
+// raises at the call, as on the CPU. Not for ops that draw random numbers (they would advance the CPU
+// generator) nor for ones whose outputs are large (an empty input may still ask for a big output: new_full).
+constexpr int64_t kProbeMaxOutputElements = 4096;
+
+// Zero-size tensors may view a non-empty storage (x[:0]), and ops that address storage (as_strided_copy) see it: the
+// stand-ins get storages of the same size, so probing is bounded by their size too.
+constexpr size_t kProbeMaxStorageBytes = 1 << 20;
+
+bool all_tensors_empty(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  if (!info.generator_args.empty()) return false;
+  bool any = false, empty = true;
+  for (const auto& a : args) {
+    visit_tensors(a, [&](const at::Tensor& t) {
+      if (!t.defined() || t.device().type() != kNPU) return;
+      any = true;
+      empty = empty && t.numel() == 0 && t.storage().nbytes() <= kProbeMaxStorageBytes;
+    });
+  }
+  return any && empty;
+}
+
+bool small_outputs(const MetaResult& meta) {
+  int64_t elements = 0;
+  for (const auto& r : meta.returns) visit_tensors(r, [&](const at::Tensor& t) { elements += t.defined() ? t.numel() : 0; });
+  return elements <= kProbeMaxOutputElements;
+}
+
+// A CPU tensor with t's metadata over zeroed bytes as many as t's storage holds (the CPU kernel reads none of them
+// through t's elements: there are none).
+at::Tensor cpu_stand_in(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kNPU) return t;
+  const at::Tensor bytes = at::zeros({static_cast<int64_t>(t.storage().nbytes())}, at::TensorOptions(at::kByte));
+  at::Tensor c = at::empty({0}, t.options().device(c10::kCPU));
+  c.set_(bytes.storage(), t.storage_offset(), t.sizes(), t.strides());
+  if (t.is_conj()) c._set_conj(true);
+  if (t.is_neg()) c._set_neg(true);
+  return c;
+}
+
+// Runs the CPU kernel on data-free CPU stand-ins of the arguments, for its checks: throws its error. The outputs stay
+// as the Meta kernel infers them (where the two differ, as in the saved statistics of native_layer_norm in float16,
+// npu follows the Meta kernel, which describes the accelerator kernels, for empty inputs as for others).
+void probe_cpu(OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const auto& a : args) {
+    stack.push_back(a.isDevice() && a.toDevice().type() == kNPU ? c10::IValue(c10::Device(c10::kCPU))
+                                                                  : map_tensors(a, cpu_stand_in));
+  }
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  info.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+}
+
 // Runs the Meta kernel. Returns null if it cannot infer the outputs (any error: data-dependent shapes, or an input
-// error that the CPU kernel then reports itself, with its own exception type).
+// error that the CPU kernel then reports itself, with its own exception type). An error the CPU kernel raises from
+// the shapes of data-free arguments is thrown at once.
 std::shared_ptr<MetaResult> run_meta(OpInfo& info, c10::ArrayRef<c10::IValue> args, std::exception_ptr* error) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
@@ -163,6 +222,7 @@ std::shared_ptr<MetaResult> run_meta(OpInfo& info, c10::ArrayRef<c10::IValue> ar
     return nullptr;
   }
   result->returns.assign(stack.begin(), stack.end());
+  if (all_tensors_empty(info, args) && small_outputs(*result)) probe_cpu(info, args);
   return result;
 }
 
@@ -235,8 +295,22 @@ void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, c10:
 
 void launch(const OpInfo& info, const NPUStream& stream, KernelLaunch* k) {
   const profiler::LaunchScope traced(info.name.c_str());
-  // On failure the runtime has already handed the record back through recycle_kernel.
-  NPU_CHECK(snpuLaunchKernel(stream.handle(), info.name.c_str(), run_kernel, k, recycle_kernel));
+  // On failure the runtime has already handed the record back through recycle_kernel; while the queue is full it
+  // has not taken it, so an interrupted wait for room hands it back here.
+  for (;;) {
+    const snpuError_t err =
+        snpuLaunchKernelTimeout(stream.handle(), info.name.c_str(), run_kernel, k, recycle_kernel, kInterruptPollMicros);
+    if (err != snpuErrorNotReady) {
+      NPU_CHECK(err);
+      return;
+    }
+    try {
+      poll_interrupt();
+    } catch (...) {
+      recycle_kernel(k);
+      throw;
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------------ sync path

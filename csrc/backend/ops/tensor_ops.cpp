@@ -138,6 +138,8 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   const c10::DeviceGuard guard(self.device());
   const NPUStream stream = getCurrentNPUStream();
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  // Ctrl-C interrupts the wait for the queued work; the copy of one element then completes at once.
+  stream.synchronize();
   NPU_CHECK(snpuMemcpyAsync(host.data_ptr(), self.const_data_ptr(), self.itemsize(), snpuMemcpyDeviceToHost,
                             stream.handle()));
   if (self.is_conj()) host._set_conj(true);

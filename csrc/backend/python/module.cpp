@@ -5,11 +5,13 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
+#include <unistd.h>
 
 #include "backend/allocator.h"
 #include "backend/device.h"
 #include "backend/generator.h"
 #include "backend/guard.h"
+#include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
@@ -32,6 +34,14 @@ TORCH_PYTHON_API void installCapturedTracebackPython();
 namespace softnpu {
 
 namespace {
+
+// The interrupt poll of every host wait (backend/interrupt.h): Ctrl-C becomes KeyboardInterrupt. Python runs signal
+// handlers only on the main thread, so only there is the GIL taken for them; while the interpreter shuts down, never.
+void poll_python_signals() {
+  if (gettid() != getpid() || !Py_IsInitialized() || _Py_IsFinalizing()) return;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
 
 py::tuple stream_tuple(const NPUStream& s) {
   return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(c10::DeviceType::PrivateUse1));
@@ -245,6 +255,7 @@ c10::MempoolId_t pool_id(const py::tuple& t) { return {t[0].cast<c10::CaptureId_
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  set_interrupt_poll(&poll_python_signals);
   m.doc() = "softnpu: the npu device's bindings (use torch.npu)";
 
   m.def("_init", [] { init_runtime(); });
@@ -262,10 +273,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "_synchronize",
       [](int device) {
-        const auto prev = exchange_device(static_cast<c10::DeviceIndex>(device));
-        const snpuError_t err = snpuDeviceSynchronize();
-        set_device(prev);
-        NPU_CHECK(err);
+        NPUGuardImpl().synchronizeDevice(static_cast<c10::DeviceIndex>(device));
       },
       py::call_guard<py::gil_scoped_release>());
 

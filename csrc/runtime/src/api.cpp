@@ -146,12 +146,14 @@ snpuError_t snpuMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes) 
   });
 }
 
-snpuError_t snpuDeviceSynchronize(void) {
+snpuError_t snpuDeviceSynchronize(void) { return snpuDeviceSynchronizeTimeout(UINT64_MAX); }
+
+snpuError_t snpuDeviceSynchronizeTimeout(uint64_t timeout_us) {
   return guarded([&] {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (in_kernel()) return not_in_kernel("snpuDeviceSynchronize");
-    return rt->current_device()->synchronize(true);
+    return rt->current_device()->synchronize(true, deadline_after(timeout_us));
   });
 }
 
@@ -315,14 +317,16 @@ snpuError_t snpuStreamQuery(snpuStream_t stream) {
   });
 }
 
-snpuError_t snpuStreamSynchronize(snpuStream_t stream) {
+snpuError_t snpuStreamSynchronize(snpuStream_t stream) { return snpuStreamSynchronizeTimeout(stream, UINT64_MAX); }
+
+snpuError_t snpuStreamSynchronizeTimeout(snpuStream_t stream, uint64_t timeout_us) {
   return guarded([&] {
     Runtime* rt;
     Stream* s;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuStreamSynchronize", &s)) return e;
     if (in_kernel()) return not_in_kernel("snpuStreamSynchronize");
-    return synchronize(s, s->enqueued());
+    return synchronize(s, s->enqueued(), deadline_after(timeout_us));
   });
 }
 
@@ -418,7 +422,9 @@ snpuError_t snpuEventQuery(snpuEvent_t event) {
   });
 }
 
-snpuError_t snpuEventSynchronize(snpuEvent_t event) {
+snpuError_t snpuEventSynchronize(snpuEvent_t event) { return snpuEventSynchronizeTimeout(event, UINT64_MAX); }
+
+snpuError_t snpuEventSynchronizeTimeout(snpuEvent_t event, uint64_t timeout_us) {
   return guarded([&] {
     Runtime* rt;
     Event* ev;
@@ -427,7 +433,7 @@ snpuError_t snpuEventSynchronize(snpuEvent_t event) {
     if (in_kernel()) return not_in_kernel("snpuEventSynchronize");
     Event::Capture capture = ev->capture();
     if (!capture.stream) return snpuSuccess;
-    snpuError_t result = synchronize(capture.stream, capture.seq);
+    snpuError_t result = synchronize(capture.stream, capture.seq, deadline_after(timeout_us));
     capture.stream->release();
     return result;
   });
@@ -467,6 +473,11 @@ snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end) 
 
 snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
                              snpuKernelCleanupFn cleanup) {
+  return snpuLaunchKernelTimeout(stream, name, fn, arg, cleanup, UINT64_MAX);
+}
+
+snpuError_t snpuLaunchKernelTimeout(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
+                                    snpuKernelCleanupFn cleanup, uint64_t timeout_us) {
   return guarded([&] {
     Runtime* rt;
     Stream* s;
@@ -484,7 +495,7 @@ snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn
     task.kernel.fn = fn;
     task.kernel.arg = arg;
     task.kernel.cleanup = cleanup;
-    return launch(s, task, false);
+    return launch(s, task, false, deadline_after(timeout_us));
   });
 }
 

@@ -58,7 +58,7 @@ void Device::forget_stream(Stream* s) {
   std::erase(streams_, s);
 }
 
-snpuError_t Device::synchronize(bool report) {
+snpuError_t Device::synchronize(bool report, Deadline deadline) {
   std::vector<std::pair<Stream*, uint64_t>> targets;
   {
     std::lock_guard lock(streams_mutex_);
@@ -69,8 +69,17 @@ snpuError_t Device::synchronize(bool report) {
     }
   }
   bool waited = false;
-  for (auto& [s, seq] : targets) waited |= s->wait_for(seq);
+  bool reached = true;
+  for (auto& [s, seq] : targets) {
+    bool w = false;
+    reached = reached && s->wait_until(seq, deadline, true, &w);
+    waited |= w;
+  }
   if (waited) counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);
+  if (!reached) {
+    for (auto& [s, seq] : targets) s->release();
+    return snpuErrorNotReady;
+  }
 
   Stream* culprit = nullptr;
   uint64_t culprit_seq = 0;

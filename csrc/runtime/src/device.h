@@ -48,7 +48,8 @@ class Device {
 
   // Waits for all work queued so far on every stream of the device. If report, returns the earliest unreported
   // kernel error among them (snpuErrorKernelFailed), leaving the others for later calls.
-  snpuError_t synchronize(bool report);
+  // snpuErrorNotReady if the deadline passed first.
+  snpuError_t synchronize(bool report, Deadline deadline = kNoDeadline);
   // Whether every stream of the device has completed all its work.
   bool idle();
 

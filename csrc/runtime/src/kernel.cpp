@@ -39,8 +39,16 @@ bool in_kernel() { return t_kernel.stream != nullptr; }
 // gains nothing by running further ahead, and every queued launch holds memory (its arguments, its outputs).
 constexpr uint64_t kMaxQueued = 1024;
 
-snpuError_t launch(Stream* s, Task task, bool wait) {
+snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline) {
   Device* d = s->device;
+  // A full queue: the host sleeps until half of it has run, then queues the next half at full speed (waking for each
+  // kernel that finishes would cost the host a context switch per launch).
+  if (!in_kernel()) {
+    const uint64_t next = s->enqueued() + 1;
+    if (next > kMaxQueued && !s->reached(next - kMaxQueued) &&
+        !s->wait_until(next - kMaxQueued / 2, room_deadline, /*spin=*/false))
+      return snpuErrorNotReady;
+  }
   task.correlation_id = activity::correlation_id();
   // Logged before enqueueing: once queued, the kernel may run and its name stop being valid.
   SNPU_LOG(log::kInfo, "launch %s on device %d stream %llu", task.name, d->index,
@@ -51,9 +59,6 @@ snpuError_t launch(Stream* s, Task task, bool wait) {
   uint64_t seq = s->enqueue(task);
   if (in_kernel()) return snpuSuccess;
   if (wait || d->runtime->config.launch_blocking) return synchronize(s, seq);
-  // A full queue: the host sleeps until half of it has run, then queues the next half at full speed (waking for each
-  // kernel that finishes would cost the host a context switch per launch).
-  if (seq > kMaxQueued && !s->reached(seq - kMaxQueued)) s->wait_for(seq - kMaxQueued / 2, /*spin=*/false);
   return snpuSuccess;
 }
 

@@ -13,8 +13,9 @@ class Device;
 bool in_kernel();
 
 // Enqueues task on s (stamping the launching thread's correlation id) and counts it. Waits for it and reports its
-// error when wait is set or ASCEND_LAUNCH_BLOCKING=1, except inside a kernel, which must never wait.
-snpuError_t launch(Stream* s, Task task, bool wait);
+// error when wait is set or ASCEND_LAUNCH_BLOCKING=1, except inside a kernel, which must never wait. A full queue
+// makes it wait for room first, until room_deadline: then it returns snpuErrorNotReady, having enqueued nothing.
+snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline = kNoDeadline);
 
 // Compute side: runs a kernel task on the calling thread. Returns true if it failed, with *error filled.
 bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error);

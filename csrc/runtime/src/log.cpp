@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include "safe_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <mutex>
 
 namespace softnpu::rt::log {
@@ -42,9 +43,9 @@ const char* level_name(Level level) {
 }
 
 std::string read_process_name() {
-  std::ifstream in("/proc/self/comm");
   std::string name;
-  std::getline(in, name);
+  files::read_small("/proc/self/comm", 64, &name);
+  name = name.substr(0, name.find('\n'));
   return name.empty() ? "unknown" : name;
 }
 
@@ -64,11 +65,21 @@ FILE* destination(Sink& s) {
   if (s.file) return s.file;
   if (s.file_failed) return stderr;
   std::string path = s.directory + "/softnpu-" + std::to_string(getpid()) + ".log";
-  if (make_directories(s.directory)) s.file = std::fopen(path.c_str(), "a");
+  // The directory may be shared (ASCEND_PROCESS_LOG_PATH=/tmp): a file already under our name that is not ours (a
+  // planted symlink, another user's file) is refused rather than written through.
+  std::string why;
+  int fd = -1;
+  if (make_directories(s.directory)) {
+    fd = files::open_own_for_append(path, &why);
+  } else {
+    why = std::string("cannot create its directory: ") + std::strerror(errno);
+  }
+  if (fd >= 0) s.file = fdopen(fd, "a");
   if (s.file) return s.file;
+  if (fd >= 0) ::close(fd);
   s.file_failed = true;
-  std::fprintf(stderr, "[WARNING] softnpu: cannot open the log file %s (%s); logging to stderr\n", path.c_str(),
-               std::strerror(errno));
+  std::fprintf(stderr, "[ERROR] softnpu: refusing the log file %s: %s; logging to stderr\n", path.c_str(),
+               why.empty() ? std::strerror(errno) : why.c_str());
   return stderr;
 }
 

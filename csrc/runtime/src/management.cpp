@@ -23,6 +23,7 @@
 #include "config.h"
 #include "errors.h"
 #include "published_stats.h"
+#include "safe_file.h"
 
 namespace softnpu::rt {
 namespace {
@@ -62,16 +63,16 @@ bool process_exists(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 // A mapped segment, unmapped when done.
 class Mapping {
  public:
-  explicit Mapping(const std::string& name) {
-    int fd = shm_open(("/" + name).c_str(), O_RDONLY, 0);
+  // /dev/shm is writable by every local user: anything may sit under a segment's name. Only a regular file of ours
+  // of exactly a segment's size is mapped (another size is a segment still being created, one from another version
+  // of softnpu, or a planted file); a FIFO or a symlink is neither opened for blocking nor followed.
+  Mapping(int shm_dir, const char* name) {
+    files::Expect expect{true, off_t(sizeof(stats::Segment)), off_t(sizeof(stats::Segment))};
+    std::string why;
+    int fd = files::open_checked(shm_dir, name, expect, &why);
     if (fd < 0) return;
-    struct stat st;
-    // Another user cannot have written our segment (mode 0600 under our uid); a size other than ours is a segment
-    // still being created, or one from another version of softnpu.
-    if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && st.st_size == off_t(sizeof(stats::Segment))) {
-      void* p = mmap(nullptr, sizeof(stats::Segment), PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) segment_ = static_cast<const stats::Segment*>(p);
-    }
+    void* p = mmap(nullptr, sizeof(stats::Segment), PROT_READ, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) segment_ = static_cast<const stats::Segment*>(p);
     close(fd);
   }
   ~Mapping() {
@@ -123,7 +124,7 @@ std::vector<snpuMgmtProcessUsage> list_usage() {
       shm_unlink(("/" + name).c_str());
       continue;
     }
-    Mapping mapping(name);
+    Mapping mapping(dirfd(dir), entry->d_name);
     const stats::Segment* s = mapping.ready();
     if (!s || s->pid != pid) continue;
     // A live pid that started at another time is a new process that reused the pid of a dead publisher.

@@ -14,13 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <new>
 #include <sstream>
 
 #include "config.h"
 #include "log.h"
+#include "safe_file.h"
 
 namespace softnpu::rt::stats {
 
@@ -29,9 +29,8 @@ std::string segment_name(uid_t uid, pid_t pid) {
 }
 
 uint64_t process_start_ticks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return 0;
+  if (!files::read_small(("/proc/" + std::to_string(pid) + "/stat").c_str(), 4096, &line)) return 0;
   // Field 2 (comm) may hold spaces and parentheses: count fields from the last ')', which ends it.
   size_t close = line.rfind(')');
   if (close == std::string::npos) return 0;
@@ -53,10 +52,9 @@ int g_compute_threads = 0;                  // configuration recorded in each to
 uint64_t g_capacity = 0;
 
 std::string read_process_name() {
-  std::ifstream in("/proc/self/comm");
   std::string name;
-  std::getline(in, name);
-  return name;
+  files::read_small("/proc/self/comm", 64, &name);
+  return name.substr(0, name.find('\n'));
 }
 
 void fill_header(Segment* s) {

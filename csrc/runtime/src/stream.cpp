@@ -68,9 +68,18 @@ uint64_t Stream::enqueue(const Task& task) {
   return seq;
 }
 
-bool Stream::wait_for(uint64_t seq, bool spin) {
-  if (reached(seq)) return false;
+Deadline deadline_after(uint64_t timeout_us) {
+  // Beyond a year is no deadline (and the sum cannot overflow).
+  if (timeout_us > uint64_t(365) * 24 * 3600 * 1'000'000) return kNoDeadline;
+  return std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+}
+
+bool Stream::wait_until(uint64_t seq, Deadline deadline, bool spin, bool* waited) {
+  if (waited) *waited = false;
+  if (reached(seq)) return true;
+  if (waited) *waited = true;
   if (spin && spin_until([&] { return reached(seq); }, kHostSpin)) return true;
+  bool done = true;
   host_waiters_.fetch_add(1, std::memory_order_seq_cst);
   {
     std::unique_lock lock(wait_mutex_);
@@ -79,11 +88,16 @@ bool Stream::wait_for(uint64_t seq, bool spin) {
     while (completed_.load(std::memory_order_seq_cst) < seq) {
       wake_seq_.store(std::min(wake_seq_.load(std::memory_order_relaxed), seq), std::memory_order_seq_cst);
       if (completed_.load(std::memory_order_seq_cst) >= seq) break;
-      wait_cv_.wait(lock);
+      if (deadline == kNoDeadline) {
+        wait_cv_.wait(lock);
+      } else if (wait_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        done = completed_.load(std::memory_order_seq_cst) >= seq;
+        break;
+      }
     }
   }
   host_waiters_.fetch_sub(1, std::memory_order_relaxed);
-  return true;
+  return done;
 }
 
 void Stream::notify_host_waiters(uint64_t done) {
@@ -171,8 +185,11 @@ bool Stream::park(Stream* waiter, uint64_t seq) {
   return true;
 }
 
-snpuError_t synchronize(Stream* s, uint64_t seq) {
-  if (s->wait_for(seq)) s->device->counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);
+snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline) {
+  bool waited = false;
+  const bool reached = s->wait_until(seq, deadline, true, &waited);
+  if (waited) s->device->counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);
+  if (!reached) return snpuErrorNotReady;
   KernelError error;
   if (s->take_error(seq, &error))
     return report_kernel_error(std::move(error), s->device->runtime->config.launch_blocking);

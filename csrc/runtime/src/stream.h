@@ -22,6 +22,12 @@ class Device;
 class Event;
 class Stream;
 
+// Host waits may give up at a deadline (the timed synchronizing calls, a launch waiting for room).
+using Deadline = std::chrono::steady_clock::time_point;
+constexpr Deadline kNoDeadline = Deadline::max();
+// now + timeout_us, or kNoDeadline for UINT64_MAX.
+Deadline deadline_after(uint64_t timeout_us);
+
 // Priorities as CUDA numbers them: lower is more urgent.
 constexpr int kLeastPriority = 0;
 constexpr int kGreatestPriority = -3;
@@ -166,8 +172,15 @@ class Stream {
   uint64_t enqueued() const { return enqueued_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
 
-  // Blocks until the stream has reached seq: spins briefly (unless !spin), then sleeps. Returns whether it had to wait.
-  bool wait_for(uint64_t seq, bool spin = true);
+  // Blocks until the stream has reached seq or the deadline passed (kNoDeadline: none): spins briefly (unless !spin),
+  // then sleeps. Returns whether it reached seq; *waited says whether it had to wait.
+  bool wait_until(uint64_t seq, Deadline deadline, bool spin = true, bool* waited = nullptr);
+  // Without a deadline. Returns whether it had to wait.
+  bool wait_for(uint64_t seq, bool spin = true) {
+    bool waited = false;
+    wait_until(seq, kNoDeadline, spin, &waited);
+    return waited;
+  }
 
   // Moves out the unreported kernel error if it came from a task at or before seq.
   bool take_error(uint64_t seq, KernelError* out);
@@ -221,8 +234,8 @@ class Stream {
 };
 
 // The host side of every synchronizing call: waits until s reaches seq (counted in the device's sync_waits), then
-// reports s's unreported kernel error if it came at or before seq.
-snpuError_t synchronize(Stream* s, uint64_t seq);
+// reports s's unreported kernel error if it came at or before seq. snpuErrorNotReady if the deadline passed first.
+snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline = kNoDeadline);
 
 // Releases the references an event record or a wait holds, once the task has run or was dropped.
 void release_task_references(const Task& task);

@@ -423,3 +423,54 @@ TEST(Streams, KernelsMayLaunchMoreWork) {
 
 }  // namespace
 }  // namespace softnpu::test
+
+namespace softnpu::test {
+namespace {
+
+// The timed waits a host uses to stay responsive (Ctrl-C): snpuErrorNotReady when the time is up, the work still
+// queued and completed by the next wait; a launch into a full queue gives up without enqueueing or cleaning up.
+TEST(Streams, TimedWaitsGiveUpAndLeaveTheWorkQueued) {
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  std::atomic<bool> release{false};
+  ASSERT_SNPU(launch(s, "hold", [&release] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+  }));
+  snpuEvent_t e;
+  ASSERT_SNPU(snpuEventCreate(&e, snpuEventDisableTiming));
+  ASSERT_SNPU(snpuEventRecord(e, s));
+  EXPECT_EQ(snpuStreamSynchronizeTimeout(s, 2000), snpuErrorNotReady);
+  EXPECT_EQ(snpuEventSynchronizeTimeout(e, 2000), snpuErrorNotReady);
+  int device = -1;
+  ASSERT_SNPU(snpuStreamGetInfo(s, &device, nullptr, nullptr));
+  ASSERT_SNPU(snpuSetDevice(device));
+  EXPECT_EQ(snpuDeviceSynchronizeTimeout(2000), snpuErrorNotReady);
+
+  // Fill the queue behind the held kernel: a launch then finds no room, and gives up without taking its argument.
+  static std::atomic<int> ran{0}, cleanups{0};
+  auto count = [](void*) {
+    ran.fetch_add(1);
+    return 0;
+  };
+  auto cleanup = [](void*) { cleanups.fetch_add(1); };
+  int enqueued = 0;
+  snpuError_t err = snpuSuccess;
+  while (enqueued < 2000 && (err = snpuLaunchKernelTimeout(s, "count", count, nullptr, cleanup, 1000)) == snpuSuccess)
+    ++enqueued;
+  EXPECT_EQ(err, snpuErrorNotReady);
+  EXPECT_GE(enqueued, 1000);
+  EXPECT_LT(enqueued, 1024);
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_EQ(cleanups.load(), 0);
+  release = true;
+  ASSERT_SNPU(snpuEventSynchronizeTimeout(e, UINT64_MAX));
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+  EXPECT_EQ(ran.load(), enqueued);
+  EXPECT_EQ(cleanups.load(), enqueued);
+  ASSERT_SNPU(snpuEventDestroy(e));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
+}  // namespace
+}  // namespace softnpu::test

@@ -110,6 +110,10 @@ SNPU_API snpuError_t snpuMemGetInfo(int device, size_t* free_bytes, size_t* tota
 /* SYNC. Waits for all work on every stream of the current device; reports the first unreported kernel error of
  * any of them. */
 SNPU_API snpuError_t snpuDeviceSynchronize(void);
+/* SYNC. As snpuDeviceSynchronize, waiting at most timeout_us: snpuErrorNotReady if the work is not complete by then
+ * (nothing reported; the work stays queued). A caller that must stay responsive (to Ctrl-C) waits in a loop of these.
+ * Each call waits for the work queued before it. */
+SNPU_API snpuError_t snpuDeviceSynchronizeTimeout(uint64_t timeout_us);
 
 /* ---------------------------------------------------------------- memory */
 
@@ -178,6 +182,8 @@ SNPU_API snpuError_t snpuStreamQuery(snpuStream_t stream);
 /* SYNC. Waits for all work queued so far; reports the stream's unreported kernel error. Not allowed from a
  * kernel. */
 SNPU_API snpuError_t snpuStreamSynchronize(snpuStream_t stream);
+/* SYNC. As snpuStreamSynchronize, waiting at most timeout_us: snpuErrorNotReady if the work is not complete by then. */
+SNPU_API snpuError_t snpuStreamSynchronizeTimeout(snpuStream_t stream, uint64_t timeout_us);
 /* ASYNC. Work queued on the stream after this call starts only once the event's recorded work has completed.
  * The event may belong to any stream of any device; an event never recorded is complete. */
 SNPU_API snpuError_t snpuStreamWaitEvent(snpuStream_t stream, struct snpuEvent* event);
@@ -204,6 +210,8 @@ SNPU_API snpuError_t snpuEventQuery(snpuEvent_t event);
 /* SYNC. Waits for the captured work; reports the recording stream's unreported kernel error, if it failed before
  * this point. Not allowed from a kernel. */
 SNPU_API snpuError_t snpuEventSynchronize(snpuEvent_t event);
+/* SYNC. As snpuEventSynchronize, waiting at most timeout_us: snpuErrorNotReady if the work is not complete by then. */
+SNPU_API snpuError_t snpuEventSynchronizeTimeout(snpuEvent_t event, uint64_t timeout_us);
 /* SYNC. Milliseconds between two completed timed events. snpuErrorNotReady if either has not completed,
  * snpuErrorInvalidHandle if either was created with snpuEventDisableTiming or never recorded. */
 SNPU_API snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end);
@@ -224,6 +232,10 @@ typedef void (*snpuKernelCleanupFn)(void* arg);
  * already queued: then, as with CUDA's bounded launch queue, it waits for the stream to drain below that. */
 SNPU_API snpuError_t snpuLaunchKernel(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
                                       snpuKernelCleanupFn cleanup);
+/* As snpuLaunchKernel, waiting at most timeout_us for room in a full queue: snpuErrorNotReady if there is still none,
+ * and then nothing was enqueued and cleanup was not called (the caller keeps arg, to launch again or free). */
+SNPU_API snpuError_t snpuLaunchKernelTimeout(snpuStream_t stream, const char* name, snpuKernelFn fn, void* arg,
+                                             snpuKernelCleanupFn cleanup, uint64_t timeout_us);
 
 /* Inside a kernel only: the message kept with the failure the kernel is about to return. Copied. */
 SNPU_API void snpuKernelSetErrorMessage(const char* message);
