@@ -165,6 +165,8 @@ def test_log_is_created_exclusively_with_mode_0600(tmp_path):
 CTRL_C_CHILD = """
 import os, signal, sys, threading, time
 import torch, torch_npu
+# Python leaves SIGINT ignored if it started so (a background job of a non-interactive shell, as CI may run us).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 mode, queued = sys.argv[1], float(sys.argv[2])
 # A launch blocks once 1024 kernels are queued: small ones, so that a full queue is a few seconds of work.
 n = 256 if mode == "launch" else 1024
@@ -317,6 +319,8 @@ def test_out_of_memory_and_kernel_errors_leave_the_device_usable():
 
 LOAD_CHILD = """
 import os, signal, threading, time
+# Python leaves SIGINT ignored if it started so (a background job of a non-interactive shell, as CI may run us).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import torch, torch_npu
 torch.manual_seed(0)
 a = torch.randn(256, 256)
