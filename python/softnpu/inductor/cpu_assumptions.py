@@ -10,8 +10,8 @@ has a test in tests/test_compile.py (the model that fails to compile without it)
   ``TypeError: can't multiply sequence by non-int of type 'tuple'``.
 - ``utils.get_current_backend`` (and the copies codegen/common.py and scheduler.py import): any device but cpu, mps,
   xpu and tpu is taken to generate Triton (``config.cuda_backend``), so the kernel's ops handler propagates dtypes
-  the Triton way and C++ casts lose their source dtype (``KeyError: None`` in ``get_to_dtype_expr``, for a layer
-  norm's backward). npu answers "cpp".
+  the Triton way and C++ casts lose their source dtype (``KeyError: None`` in ``get_to_dtype_expr``, for scaled
+  dot-product attention's backward). npu answers "cpp".
 
 In codegen.py, npu's own wrapper handles the assumption of ``PythonWrapperCodegen._generate_kernel_call_helper``
 (only "cpu" and "mps" kernels are called directly; any other device without Triton raises "device npu nyi").
