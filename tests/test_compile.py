@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import softnpu.inductor.cpu_assumptions as cpu_assumptions
+from conftest import run_python
 from softnpu.inductor.device_interface import NpuInterface
 
 
@@ -29,6 +30,27 @@ def fresh_dynamo():
 
 
 # ------------------------------------------------------------------------------------------------ Dynamo's view
+
+
+def test_registered_when_dynamo_and_inductor_load_not_before():
+    # `import torch` loads softnpu but not Dynamo or Inductor (seconds to import); they find npu once loaded, or at
+    # once when softnpu is imported after them.
+    lazy = run_python(
+        "import sys, torch\n"
+        "assert 'torch._dynamo' not in sys.modules and 'torch._inductor' not in sys.modules\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "import torch._inductor.graph\n"
+        "from torch._inductor.codegen.common import get_scheduling_for_device\n"
+        "print(get_interface_for_device('npu').__name__, get_scheduling_for_device('npu').__name__)\n")
+    assert lazy.stdout.split() == ["NpuInterface", "NpuCppScheduling"]
+    late = run_python(
+        "import torch, torch._inductor.graph\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "from torch._inductor.codegen.common import get_scheduling_for_device\n"
+        "import torch_npu\n"
+        "print(get_interface_for_device('npu').__name__, get_scheduling_for_device('npu').__name__)\n",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert late.stdout.split() == ["NpuInterface", "NpuCppScheduling"]
 
 
 def test_device_interface_is_npus():

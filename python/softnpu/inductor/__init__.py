@@ -52,6 +52,9 @@ _AFTER_IMPORT = {
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the modules of _AFTER_IMPORT as the other finders do, and runs their action once each is executed."""
 
+    def __init__(self):
+        self._loaders = {}
+
     def find_spec(self, fullname, path, target=None):
         if fullname not in _AFTER_IMPORT:
             return None
@@ -60,7 +63,6 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
-                self._loaders = getattr(self, "_loaders", {})
                 self._loaders[fullname] = spec.loader
                 spec.loader = self
                 return spec
@@ -70,7 +72,9 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return self._loaders[spec.name].create_module(spec)
 
     def exec_module(self, module):
-        self._loaders[module.__name__].exec_module(module)
+        loader = self._loaders.pop(module.__name__)
+        module.__loader__ = module.__spec__.loader = loader  # the module's own, for get_source, reload, ...
+        loader.exec_module(module)
         _AFTER_IMPORT[module.__name__]()
 
 
