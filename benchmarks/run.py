@@ -62,7 +62,7 @@ def format_row(row: dict) -> str:
             compile_s = row["compile seconds"]
             detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
             ratio += (f"   compiled/eager npu {row['compiled/eager npu']:5.2f}   compile s: "
-                      f"cpu {compile_s['cpu']:.0f} npu {compile_s['npu']:.0f}")
+                      f"cpu {compile_s['cpu']:.0f} npu {compile_s['npu']:.0f}   ")
     return f"{row['case']:<38}{detail}   {ratio:<36}{row['target'] or ''}"
 
 
