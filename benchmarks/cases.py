@@ -2,6 +2,8 @@
 how to read the result: a time ratio npu / cpu (lower is better), or for copies a bandwidth ratio (higher is better).
 """
 
+import time
+
 import torch
 
 import models
@@ -109,6 +111,25 @@ def training(name: str):
     }
 
 
+# Compiled against eager (kind "compiled"): "npu" and "cpu" are torch.compile of the same model on each device, "eager
+# npu" the model uncompiled. The first step of each compiled configuration compiles; its seconds are kept here.
+COMPILE_SECONDS: dict = {}
+
+
+def compiled_training(name: str):
+    configs = {
+        "cpu": ("cpu", models.training_step(name, "cpu", compiled=True), False),
+        "npu": (NPU, models.training_step(name, NPU, compiled=True), False),
+        "eager npu": (NPU, models.training_step(name, NPU), False),
+    }
+    for config in ("cpu", "npu"):
+        start = time.perf_counter()
+        configs[config][1](1)
+        torch.npu.synchronize()
+        COMPILE_SECONDS[config] = time.perf_counter() - start
+    return configs
+
+
 # Half precision on npu against float32 on npu (kind "dtype"): each config is the same work in one dtype.
 HALF = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -167,6 +188,10 @@ CASES = {
     "training step, MLP": (lambda: training("mlp"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, CNN": (lambda: training("cnn"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, transformer": (lambda: training("transformer"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+    "compiled: training step, MLP": (lambda: compiled_training("mlp"), "compiled",
+                                     "compiled/eager npu <= 0.8; npu/cpu <= 1.05", 1),
+    "compiled: training step, transformer": (lambda: compiled_training("transformer"), "compiled",
+                                             "compiled/eager npu <= 0.8; npu/cpu <= 1.05", 1),
     **{f"half: {name}": (lambda m=make, o=op: half_op(m, o, cpu_half=True), "dtype", "float16/float32 <= 1.5", 1)
        for name, (make, op) in HALF_OPS.items()},
     **{f"half: {name}": (lambda m=make, o=op: half_op(m, o), "dtype", None, 1) for name, (make, op) in HALF_FAMILY.items()},

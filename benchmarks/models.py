@@ -44,12 +44,14 @@ def batch(name: str, device: str):
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer}
 
 
-def training_step(name: str, device: str, amp: torch.dtype | None = None):
+def training_step(name: str, device: str, amp: torch.dtype | None = None, compiled: bool = False):
     """fn(n) running n training steps (forward, backward, optimizer) of the model on the device; with amp, the seed's
-    mixed-precision loop: the forward under autocast in that dtype, and for float16 a GradScaler."""
+    mixed-precision loop: the forward under autocast in that dtype, and for float16 a GradScaler. compiled: the model
+    through torch.compile (Inductor), forward and backward."""
     torch.manual_seed(0)
-    model = MODELS[name]().to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    module = MODELS[name]().to(device)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    model = torch.compile(module) if compiled else module
     loss_fn = nn.CrossEntropyLoss()
     x, y = batch(name, device)
     device_type = torch.device(device).type

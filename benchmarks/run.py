@@ -27,6 +27,10 @@ def run_case(name: str, rounds: int) -> dict:
         row["npu/cpu"] = times["npu"] / times["cpu"]
         if "baseline" in times:
             row["baseline/npu"] = times["baseline"] / times["npu"]
+    elif kind == "compiled":
+        row["npu/cpu"] = times["npu"] / times["cpu"]
+        row["compiled/eager npu"] = times["npu"] / times["eager npu"]
+        row["compile seconds"] = dict(cases.COMPILE_SECONDS)
     elif kind == "dtype":
         for name in times:
             if name != "float32":
@@ -54,6 +58,11 @@ def format_row(row: dict) -> str:
         ratio = f"{label} {row['npu/cpu']:5.2f}"
         if "baseline/npu" in row:
             ratio += f"   baseline/npu {row['baseline/npu']:5.2f}"
+        if row["kind"] == "compiled":
+            compile_s = row["compile seconds"]
+            detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
+            ratio += (f"   compiled/eager npu {row['compiled/eager npu']:5.2f}   compile s: "
+                      f"cpu {compile_s['cpu']:.0f} npu {compile_s['npu']:.0f}   ")
     return f"{row['case']:<38}{detail}   {ratio:<36}{row['target'] or ''}"
 
 
@@ -75,7 +84,8 @@ def chart(rows: list, path: str) -> None:
                 colors.append("tab:orange")
             continue
         else:
-            labels.append(row["case"] + (" (bandwidth)" if row["kind"] == "bandwidth" else ""))
+            labels.append(row["case"] + {"bandwidth": " (bandwidth)", "compiled": " (compiled npu/compiled cpu)"}.get(
+                row["kind"], ""))
             values.append(row["npu/cpu"])
         colors.append("tab:blue")
         if "baseline/npu" in row:

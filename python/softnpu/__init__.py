@@ -42,6 +42,10 @@ def _register():
 
 _register()
 
+from . import inductor  # noqa: E402
+
+inductor.install()  # torch.compile on npu, once Dynamo and Inductor are imported
+
 if torch.distributed.is_available():
     from . import distributed  # noqa: E402,F401  (registers the hccl collective backend)
 

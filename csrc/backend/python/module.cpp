@@ -13,6 +13,7 @@
 #include "backend/guard.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
+#include "backend/ops/compiled_kernel.h"
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
@@ -269,6 +270,9 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(d)));
   });
   m.def("_get_device_properties", &device_properties);
+  // For the Python bindings of Inductor's compiled kernels (python/softnpu/inductor/launch.py).
+  m.attr("_compiled_kernel_launch") = py::capsule(reinterpret_cast<void*>(&softnpu_launch_compiled_kernel),
+                                                  kCompiledKernelLaunchCapsule);
   m.def("_runtime_stats", &runtime_stats);
   m.def(
       "_synchronize",

@@ -1,0 +1,88 @@
+"""npu's Inductor backend: Inductor's C++ (CPU) kernels, launched on the npu stream by npu's own Python wrapper.
+
+- ``NpuCppScheduling`` is Inductor's ``CppScheduling``: the same fusion, vectorization and C++ source. It only notes,
+  while a kernel is defined, which npu device the kernel is for.
+- ``NpuWrapperCodegen`` is Inductor's Python wrapper with one difference: an npu kernel is loaded through
+  ``launch.npu_cpp_pybinding`` (a binding that enqueues the kernel on the current stream of its device) instead of
+  ``async_compile.cpp_pybinding`` (one that runs it). Allocations, extern kernels (mm, convolution) and copies in the
+  wrapper are eager npu ops, so they are on the same stream and ordered with the kernels.
+- ``NpuDeviceOpOverrides``: how generated code names torch.npu's device guard, synchronize and streams.
+"""
+
+import torch
+from torch._inductor.codegen.common import DeviceOpOverrides
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.virtualized import V
+
+_CPU_BINDING = "async_compile.cpp_pybinding("
+
+
+class NpuCppScheduling(CppScheduling):
+    def define_kernel(self, src_code, nodes, kernel_args=None):
+        wrapper = V.graph.wrapper_code
+        device = next((n.get_device() for n in nodes if n.get_device() is not None), None)
+        wrapper.npu_kernel_device = device.index if device is not None and device.index is not None else \
+            torch.npu.current_device()
+        try:
+            return super().define_kernel(src_code, nodes, kernel_args)
+        finally:
+            wrapper.npu_kernel_device = None
+
+
+class _NpuKernelDefinitions:
+    """The part both npu wrappers (a graph's and a subgraph's) share."""
+
+    npu_kernel_device = None
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.writeline("from softnpu.inductor.launch import npu_cpp_pybinding")
+
+    def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
+        if self.npu_kernel_device is not None:
+            if not kernel_body.startswith(_CPU_BINDING):
+                raise RuntimeError(f"softnpu: Inductor's C++ kernel {kernel_name} is not loaded through "
+                                   f"{_CPU_BINDING!r}; this torch's CppScheduling is not the one softnpu supports")
+            kernel_body = (f"npu_cpp_pybinding(async_compile, {kernel_name!r}, {self.npu_kernel_device}, "
+                           + kernel_body[len(_CPU_BINDING):])
+        super().define_kernel(kernel_name, kernel_body, metadata=metadata, gpu=gpu, cpp_definition=cpp_definition)
+
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+        # Inductor calls a C++ kernel directly only on "cpu" (and "mps"); an npu kernel's binding is called the same
+        # way (it enqueues the kernel).
+        device = device or V.graph.get_current_device_or_throw()
+        if not triton and device.type == "npu":
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+
+class NpuSubgraphWrapperCodegen(_NpuKernelDefinitions, SubgraphPythonWrapperCodegen):
+    pass
+
+
+class NpuWrapperCodegen(_NpuKernelDefinitions, PythonWrapperCodegen):
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return NpuSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return NpuWrapperCodegen()
+
+
+class NpuDeviceOpOverrides(DeviceOpOverrides):
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return f"from softnpu.inductor.device_interface import get_raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.npu.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.npu.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.npu.device({device_idx})"
+
+    def current_stream(self) -> str:
+        return "torch.npu.current_stream()"

@@ -1,0 +1,46 @@
+"""What Inductor (torch 2.13) assumes only of the "cpu" device, made to hold for npu too.
+
+npu kernels are Inductor's C++ CPU kernels, so wherever Inductor asks "is this the CPU?" to decide how C++ kernels
+are scheduled (rather than Triton ones), an npu node must answer as a CPU node does. Each entry names the place; each
+has a test in tests/test_compile.py (the model that fails to compile without it).
+
+- ``BaseSchedulerNode.is_cpu``: the scheduler keeps CPU nodes out of loop reordering and of reindexing a pointwise
+  node to a reduction's loops (``_try_reindex_pointwise_for_reduction``: it reads Triton-style ``(numel, rnumel)``
+  groups, while C++ nodes' groups are tuples of sizes). Without it, fusing a batch norm's backward fails with
+  ``TypeError: can't multiply sequence by non-int of type 'tuple'``.
+- ``utils.get_current_backend`` (and the copies codegen/common.py and scheduler.py import): any device but cpu, mps,
+  xpu and tpu is taken to generate Triton (``config.cuda_backend``), so the kernel's ops handler propagates dtypes
+  the Triton way and C++ casts lose their source dtype (``KeyError: None`` in ``get_to_dtype_expr``, for scaled
+  dot-product attention's backward). npu answers "cpp".
+
+In codegen.py, npu's own wrapper handles the assumption of ``PythonWrapperCodegen._generate_kernel_call_helper``
+(only "cpu" and "mps" kernels are called directly; any other device without Triton raises "device npu nyi").
+"""
+
+import torch._inductor.codegen.common as codegen_common
+import torch._inductor.scheduler as scheduler
+import torch._inductor.utils as utils
+from torch._inductor.scheduler import BaseSchedulerNode
+from torch._inductor.virtualized import V
+
+_CPU_LIKE = ("cpu", "npu")
+
+
+def _is_cpu(self: BaseSchedulerNode) -> bool:
+    device = self.get_device()
+    return device is not None and device.type in _CPU_LIKE
+
+
+_get_current_backend = utils.get_current_backend
+
+
+def _current_backend(device_type=None) -> str:
+    if (device_type or V.graph.get_current_device_or_throw().type) == "npu":
+        return "cpp"
+    return _get_current_backend(device_type)
+
+
+def apply() -> None:
+    BaseSchedulerNode.is_cpu = _is_cpu
+    for module in (utils, codegen_common, scheduler):
+        module.get_current_backend = _current_backend

@@ -1,0 +1,245 @@
+"""torch.compile on npu: Dynamo's device interface, Inductor's C++ kernels on the npu stream, models against eager npu.
+
+Compilation is slow on a small host, so the models are tiny and Inductor's cache lives in a directory of this test
+session (a second compilation of the same graph is a cache hit, as it is for users).
+"""
+
+import copy
+
+import pytest
+import torch
+
+import softnpu.inductor.cpu_assumptions as cpu_assumptions
+from conftest import run_python
+from softnpu.inductor.device_interface import NpuInterface
+
+
+@pytest.fixture(autouse=True, scope="module")
+def inductor_cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------------------------------------ Dynamo's view
+
+
+def test_registered_when_dynamo_and_inductor_load_not_before():
+    # `import torch` loads softnpu but not Dynamo or Inductor (seconds to import); they find npu once loaded, or at
+    # once when softnpu is imported after them.
+    lazy = run_python(
+        "import sys, torch\n"
+        "assert 'torch._dynamo' not in sys.modules and 'torch._inductor' not in sys.modules\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "import torch._inductor.graph\n"
+        "from torch._inductor.codegen.common import get_scheduling_for_device\n"
+        "print(get_interface_for_device('npu').__name__, get_scheduling_for_device('npu').__name__)\n")
+    assert lazy.stdout.split() == ["NpuInterface", "NpuCppScheduling"]
+    late = run_python(
+        "import torch, torch._inductor.graph\n"
+        "from torch._dynamo.device_interface import get_interface_for_device\n"
+        "from torch._inductor.codegen.common import get_scheduling_for_device\n"
+        "import torch_npu\n"
+        "print(get_interface_for_device('npu').__name__, get_scheduling_for_device('npu').__name__)\n",
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert late.stdout.split() == ["NpuInterface", "NpuCppScheduling"]
+
+
+def test_device_interface_is_npus():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    assert get_interface_for_device("npu") is NpuInterface
+    assert get_interface_for_device(torch.device("npu", 1)) is NpuInterface
+    props = NpuInterface.get_device_properties(0)
+    assert props.multi_processor_count == torch.npu.get_device_properties(0).multi_processor_count > 0
+    assert props.total_memory == torch.npu.get_device_properties(0).total_memory
+    assert NpuInterface.Worker.get_device_properties("npu:1").name == torch.npu.get_device_name(1)
+    assert issubclass(NpuInterface.Stream, torch.Stream) and issubclass(NpuInterface.Event, torch.Event)
+    assert NpuInterface.device_count() == torch.npu.device_count()
+    s = torch.npu.Stream()
+    with NpuInterface.stream(s):
+        assert NpuInterface.current_stream() == s
+        assert NpuInterface.get_raw_stream(0) == s.stream_id
+
+
+# ------------------------------------------------------------------------------------------------ kernels on the stream
+
+
+def _slow(x):
+    # One fused C++ kernel of 60 chained sines over 4M elements: about a second on one core.
+    for _ in range(60):
+        x = torch.sin(x) + 0.5
+    return x
+
+
+def test_compiled_kernels_are_asynchronous_on_the_current_stream():
+    x = torch.randn(4_000_000).npu()
+    compiled = torch.compile(_slow, fullgraph=True)
+    compiled(x)
+    torch.npu.synchronize()
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        out = compiled(x)
+        done_on_side = torch.npu.Event()
+        done_on_side.record()
+    idle_default = torch.npu.Event()
+    idle_default.record()
+    assert not done_on_side.query()  # the host is back while the kernel runs on `side`
+    idle_default.synchronize()
+    assert not done_on_side.query()  # the default stream has nothing of it
+    torch.npu.synchronize()
+    torch.testing.assert_close(out.cpu(), _slow(x.cpu()))
+
+
+def test_compiled_kernels_ordered_with_eager_ops_and_copies():
+    def f(a, b):
+        return (a @ b).relu() * 3 + a.sum()
+
+    a = torch.randn(64, 64).npu()
+    b = torch.randn(64, 64).npu()
+    compiled = torch.compile(f, fullgraph=True)
+    for _ in range(3):
+        a.add_(1)  # eager op queued before the compiled kernels that read a
+        out = compiled(a, b)
+        out.mul_(0.5)  # eager op queued after them, on their output
+        torch.testing.assert_close(out.cpu(), f(a.cpu(), b.cpu()) * 0.5, rtol=1e-4, atol=1e-3)
+
+
+def test_kernel_for_second_device_runs_on_its_stream():
+    x = torch.randn(4_000_000, device="npu:1")
+    compiled = torch.compile(_slow, fullgraph=True)
+    compiled(x)
+    torch.npu.synchronize(1)
+    out = compiled(x)  # current device is npu:0; the kernel belongs to npu:1
+    on_device1 = torch.npu.Event()
+    with torch.npu.device(1):
+        on_device1.record()
+    assert not on_device1.query()
+    torch.testing.assert_close(out.cpu(), _slow(x.cpu()))
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block."""
+
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.attn = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                               torch.nn.Linear(64, 4)), torch.randn(8, 16)
+
+
+def _cnn():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 10)), \
+        torch.randn(4, 3, 8, 8)
+
+
+def _block():
+    return Block(), torch.randn(2, 8, 32)
+
+
+def _train_step(model, x):
+    loss = model(x).square().mean()
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("make", [_mlp, _cnn, _block], ids=["mlp", "cnn_batchnorm", "transformer_block"])
+def test_model_forward_and_backward_match_eager(make, dynamic):
+    torch.manual_seed(0)
+    model, x = make()
+    eager = model.npu()
+    compiled_model = copy.deepcopy(eager)
+    x = x.npu()
+    compiled = torch.compile(compiled_model, dynamic=dynamic, fullgraph=True)
+    loss = _train_step(compiled, x)
+    expected = _train_step(eager, x)
+    torch.testing.assert_close(loss.cpu(), expected.cpu(), rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(eager.named_parameters(), compiled_model.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad.cpu(), rtol=1e-4, atol=1e-5, msg=name)
+    for (name, b), c in zip(eager.named_buffers(), compiled_model.buffers()):  # batch norm's running statistics
+        torch.testing.assert_close(c.cpu(), b.cpu(), msg=name)
+    # Another batch size: a new graph (static) or the same one (dynamic), still right.
+    x2 = torch.cat([x, x])
+    torch.testing.assert_close(compiled(x2).cpu(), eager(x2).cpu(), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ CPU-only assumptions
+# Each worked around in softnpu/inductor/cpu_assumptions.py: undone, the graph that needs it fails to compile.
+
+
+def _uncached():
+    """So the graph compiles again instead of coming from the caches the applied case filled."""
+    return torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(
+        enable_autograd_cache=False)
+
+
+def _batchnorm_train(x, w, b):
+    return torch.nn.functional.batch_norm(x, None, None, w, b, training=True).relu().sum()
+
+
+def _attention_train(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v).sum()
+
+
+def _compile_grad(fn, *shapes):
+    args = [torch.randn(*s).npu().requires_grad_() for s in shapes]
+    torch.compile(fn, fullgraph=True)(*args).backward()
+    grads = [a.grad.cpu() for a in args]
+    ref = [a.detach().cpu().requires_grad_() for a in args]
+    fn(*ref).backward()
+    for g, r in zip(grads, ref):
+        torch.testing.assert_close(g, r.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("undo", [False, True], ids=["applied", "undone"])
+def test_scheduler_nodes_on_npu_are_cpu_nodes(monkeypatch, undo):
+    from torch._inductor.scheduler import BaseSchedulerNode
+
+    if undo:
+        monkeypatch.setattr(BaseSchedulerNode, "is_cpu", lambda self: getattr(self.get_device(), "type", None) == "cpu")
+        no_fx_cache, no_autograd_cache = _uncached()
+        with no_fx_cache, no_autograd_cache, pytest.raises(Exception, match="can't multiply sequence"):
+            _compile_grad(_batchnorm_train, (4, 8, 6, 6), (8,), (8,))
+    else:
+        _compile_grad(_batchnorm_train, (4, 8, 6, 6), (8,), (8,))
+
+
+@pytest.mark.parametrize("undo", [False, True], ids=["applied", "undone"])
+def test_npu_kernels_are_generated_as_cpp(monkeypatch, undo):
+    import torch._inductor.codegen.common as codegen_common
+    import torch._inductor.scheduler as scheduler
+    import torch._inductor.utils as utils
+
+    if undo:
+        for module in (utils, codegen_common, scheduler):
+            monkeypatch.setattr(module, "get_current_backend", cpu_assumptions._get_current_backend)
+        no_fx_cache, no_autograd_cache = _uncached()
+        with no_fx_cache, no_autograd_cache, pytest.raises(Exception, match="KeyError"):
+            _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
+    else:
+        _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
