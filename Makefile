@@ -16,6 +16,10 @@ TORCH_VERSION := 2.13.0
 
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
+# Paths relative to the checkout in ccache's hash, so clones of the project (a clean clone, a second work tree) share
+# one cache instead of each compiling the ATen-heavy sources again.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz deps clean
 

@@ -1,6 +1,7 @@
 """torch_npu.testing's helpers keep their promises: assertRtolEqual fails what torch_npu's fails, the input makers
 give the same values on both devices, the decorators name tests as torch_npu's do, the variables are honoured."""
 
+import os
 import sys
 import unittest
 
@@ -110,15 +111,23 @@ def test_supported_devices_skips_other_chips():
     assert ran == ["softnpu"] and len(result.skipped) == 1
 
 
-def test_a_torch_npu_style_file_runs_as_a_script_without_initializing_npu_at_import():
+@pytest.mark.parametrize("ci", [False, True], ids=["local", "under-CI"])
+def test_a_torch_npu_style_file_runs_as_a_script_without_initializing_npu_at_import(tmp_path, ci):
     r = run_python("import torch, torch_npu.testing.testcase, torch_npu.utils, torch_npu.npu.utils\n"
                    "print(torch.npu.is_initialized())")
     assert r.lines == ["False"]
     import subprocess
 
+    # With $CI set, PyTorch's run_tests writes a JUnit XML report (through xmlrunner) into test-reports/ of the
+    # working directory: a user's CI does that too.
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": "1"} if ci else {})
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "test_npu_style.py")], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0 and "OK" in proc.stderr, proc.stderr[-3000:]
+                          timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    if ci:
+        assert list((tmp_path / "test-reports").rglob("*.xml")), proc.stderr[-3000:]
+    else:
+        assert "OK" in proc.stderr, proc.stderr[-3000:]
 
 
 def test_seed_and_device_variables():
