@@ -39,6 +39,12 @@ def _mm_out(dtype, device):
     return out
 
 
+def _addmm_ignoring_nan(dtype, device):
+    # beta=0: the bias is not read, so its NaNs do not reach the result (ATen's documented addmm semantics).
+    c, a, b = _operands(dtype, device, (48, 40), (48, 64), (64, 40))
+    return torch.addmm(c.fill_(float("nan")), a, b, beta=0)
+
+
 def _chain(dtype, device):
     # Several float32-route kernels queued back to back, of different shapes, so each thread's scratch memory is
     # reused and grown while earlier results are still to be read.
@@ -55,8 +61,18 @@ CASES = {
         *_operands(d, dev, (80,), (64, 96), (96, 80))),
     "linear, 3-d input": lambda d, dev: F.linear(*_operands(d, dev, (4, 16, 96), (80, 96), (80,))),
     "matmul, broadcast batch": lambda d, dev: torch.matmul(*_operands(d, dev, (2, 3, 32, 48), (48, 40))),
+    "mm, row slices (leading dimension > columns)": lambda d, dev: (lambda a, b: a[:, :64] @ b[:64, 8:])(
+        *_operands(d, dev, (48, 96), (96, 72))),
+    "mm, strided columns (no BLAS layout)": lambda d, dev: (lambda a, b: a[:, ::2] @ b)(
+        *_operands(d, dev, (48, 128), (64, 40))),
+    "mm, one row": lambda d, dev: torch.mm(*_operands(d, dev, (1, 96), (96, 80))),
+    "addmm, beta=0 ignores a NaN bias": _addmm_ignoring_nan,
     "bmm": lambda d, dev: torch.bmm(*_operands(d, dev, (6, 32, 48), (6, 48, 40))),
     "baddbmm": lambda d, dev: torch.baddbmm(*_operands(d, dev, (6, 32, 40), (6, 32, 48), (6, 48, 40)), alpha=0.5),
+    "bmm, transposed batches": lambda d, dev: (lambda a, b: torch.bmm(a.transpose(1, 2), b.transpose(1, 2)))(
+        *_operands(d, dev, (6, 48, 32), (6, 40, 48))),
+    "baddbmm, broadcast bias": lambda d, dev: torch.baddbmm(*_operands(d, dev, (40,), (6, 32, 48), (6, 48, 40)),
+                                                            beta=2.0),
     "addbmm": lambda d, dev: torch.addbmm(*_operands(d, dev, (32, 40), (6, 32, 48), (6, 48, 40))),
     "addmv": lambda d, dev: torch.addmv(*_operands(d, dev, (64,), (64, 96), (96,))),
     "mv": lambda d, dev: torch.mv(*_operands(d, dev, (64, 96), (96,))),

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -13,6 +15,12 @@
 #include "backend/env.h"
 #include "backend/ops/kernel.h"
 #include "backend/ops/op_info.h"
+
+// MKL's half-precision GEMM (LP64, row- or column-major, float16 operands, float32 accumulation and result). Weak:
+// libtorch_cpu exports it only when built with MKL; elsewhere the address is null and the convert route runs.
+extern "C" void cblas_gemm_f16f16f32(int layout, int transa, int transb, int m, int n, int k, float alpha,
+                                     const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc)
+    __attribute__((weak));
 
 namespace softnpu {
 
@@ -182,12 +190,25 @@ std::string cube_description() {
            (c == CubeCompute::kNative ? "ATen's kernel in " + std::string(dtype) : std::string("float32 compute")) +
            " (" + why + ")";
   };
-  return line("float16", p.half, p.why_half) + "\n" + line("bfloat16", p.bfloat16, p.why_bfloat16);
+  std::string half = line("float16", p.half, p.why_half);
+  if (p.half == CubeCompute::kFloat32 && cblas_gemm_f16f16f32)
+    half += "; mm, addmm, bmm and baddbmm through MKL's cblas_gemm_f16f16f32";
+  return half + "\n" + line("bfloat16", p.bfloat16, p.why_bfloat16);
 }
 
 unsigned float32_dtypes(const std::string& name) {
   auto it = float32_ops().find(name);
   return it == float32_ops().end() ? 0 : it->second;
+}
+
+CubeGemm cube_gemm(const c10::FunctionSchema& schema) {
+  if (!schema.overload_name().empty()) return CubeGemm::kNone;
+  const std::string& name = schema.name();
+  if (name == "aten::mm") return CubeGemm::kMm;
+  if (name == "aten::addmm") return CubeGemm::kAddmm;
+  if (name == "aten::bmm") return CubeGemm::kBmm;
+  if (name == "aten::baddbmm") return CubeGemm::kBaddbmm;
+  return CubeGemm::kNone;
 }
 
 bool runs_in_float32(const KernelLaunch& k) {
@@ -207,6 +228,61 @@ bool runs_in_float32(const KernelLaunch& k) {
   for (const TensorRef& r : k.refs)
     if (r.kind == TensorRef::Kind::kDevice && converts(r.dtype, k.info->float32_dtypes)) return true;
   return false;
+}
+
+namespace {
+
+// A matrix (the last two dimensions of t) as BLAS addresses it in row-major order: transposed or not, and its leading
+// dimension; nullopt when neither its rows nor its columns are contiguous, or a stride exceeds BLAS's int.
+struct BlasMatrix {
+  int trans;  // CblasNoTrans 111 or CblasTrans 112
+  int ld;
+};
+
+std::optional<BlasMatrix> blas_matrix(const at::Tensor& t) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const int64_t row_stride = t.stride(-2), col_stride = t.stride(-1);
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols) && row_stride <= kMax)
+    return BlasMatrix{111, static_cast<int>(rows == 1 ? cols : row_stride)};
+  if ((row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows) && col_stride <= kMax)
+    return BlasMatrix{112, static_cast<int>(cols == 1 ? rows : col_stride)};
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const std::vector<c10::IValue>& outputs) {
+  const CubeGemm gemm = k.info->cube_gemm;
+  if (gemm == CubeGemm::kNone || !cblas_gemm_f16f16f32 || outputs.size() != 1) return false;
+  const bool bias = gemm == CubeGemm::kAddmm || gemm == CubeGemm::kBaddbmm;
+  const at::Tensor& a = stack[bias ? 1 : 0].toTensor();
+  const at::Tensor& b = stack[bias ? 2 : 1].toTensor();
+  const at::Tensor& out = outputs[0].toTensor();
+  if (a.scalar_type() != c10::kHalf || b.scalar_type() != c10::kHalf || out.scalar_type() != c10::kHalf) return false;
+  const int64_t m = a.size(-2), kk = a.size(-1), n = b.size(-1);
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m == 0 || n == 0 || kk == 0 || m > kMax || n > kMax || kk > kMax) return false;
+  const auto ma = blas_matrix(a), mb = blas_matrix(b);
+  if (!ma || !mb) return false;
+  const float beta = bias ? stack[3].toScalar().to<float>() : 0.f;
+  const float alpha = bias ? stack[4].toScalar().to<float>() : 1.f;
+  scratch().reset();
+  at::Tensor c = scratch().take(out.sizes(), c10::contiguous_strides(out.sizes()), out.numel());
+  // beta == 0 ignores self, NaN included, as ATen's addmm does.
+  if (beta != 0.f) c.copy_(stack[0].toTensor().expand(out.sizes()));
+  const int64_t batches = a.dim() == 3 ? a.size(0) : 1;
+  const auto* a_data = static_cast<const c10::Half*>(a.const_data_ptr());
+  const auto* b_data = static_cast<const c10::Half*>(b.const_data_ptr());
+  float* c_data = c.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < batches; ++i) {
+    const int64_t a_offset = a.dim() == 3 ? i * a.stride(0) : 0, b_offset = b.dim() == 3 ? i * b.stride(0) : 0;
+    cblas_gemm_f16f16f32(101, ma->trans, mb->trans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(kk),
+                         alpha, a_data + a_offset, ma->ld, b_data + b_offset, mb->ld, beta, c_data + i * m * n,
+                         static_cast<int>(n));
+  }
+  out.copy_(c);
+  return true;
 }
 
 Float32Operands::Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k) {

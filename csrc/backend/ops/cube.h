@@ -11,6 +11,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>
 
@@ -37,6 +38,11 @@ std::string cube_description();
 // 2; 0 for most ops): decided once per op (OpInfo::float32_dtypes).
 unsigned float32_dtypes(const std::string& name);
 
+// The GEMMs the cube runs itself in float16 on the float32 route, decided once per op (OpInfo::cube_gemm): the
+// functional overloads of the matrix products that dominate training.
+enum class CubeGemm { kNone, kMm, kAddmm, kBmm, kBaddbmm };
+CubeGemm cube_gemm(const c10::FunctionSchema& schema);
+
 // Whether this launch of such an op takes the float32 route: some device tensor is in a dtype that computes in float32.
 bool runs_in_float32(const KernelLaunch& k);
 
@@ -44,6 +50,12 @@ bool runs_in_float32(const KernelLaunch& k);
 // (by the policy above) with float32 copies in the thread's scratch memory, write_back() rounds the written ones back
 // into the device tensors. The op's fresh results are float32 and the caller copies them into its outputs, which
 // rounds them once.
+// The float32 route of a float16 GEMM through MKL's half-precision GEMM, which widens the operands while packing
+// them (as sgemm packs anyway): sgemm's speed, where converting every operand first costs 12-15 % more. The float32
+// result goes into scratch memory and is rounded once into the output. Returns false, having done nothing, when the
+// host's BLAS has no such GEMM or an operand has no BLAS layout; the caller then takes Float32Operands.
+bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const std::vector<c10::IValue>& outputs);
+
 class Float32Operands {
  public:
   Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k);

@@ -389,9 +389,11 @@ int run_kernel(void* arg) {
       });
     }
     if (float32) {
-      Float32Operands operands(k.stack, k);
-      run_op(k, outputs);
-      operands.write_back();
+      if (!run_half_gemm(k.stack, k, outputs)) {
+        Float32Operands operands(k.stack, k);
+        run_op(k, outputs);
+        operands.write_back();
+      }
     } else if (k.use_out_variant) {
       run_out_variant(k, outputs, views);
       for (size_t i = 0; i < outputs.size(); ++i)

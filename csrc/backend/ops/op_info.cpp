@@ -142,6 +142,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   // compute thread asks for it.
   float32_dtypes = softnpu::float32_dtypes(schema.name());
   if (float32_dtypes) cube_compute(c10::kHalf);
+  cube_gemm = softnpu::cube_gemm(schema);
 }
 
 OpInfo::~OpInfo() = default;

@@ -6,6 +6,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "backend/ops/cube.h"
+
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -39,6 +41,7 @@ struct OpInfo {
   // The half-precision dtypes in which the op may compute in float32 (ops/cube.h): the matrix and convolution
   // family, and a few ops whose half-precision CPU kernels are slow.
   unsigned float32_dtypes = 0;
+  CubeGemm cube_gemm = CubeGemm::kNone;  // a GEMM the cube runs itself in float16 (ops/cube.h)
   std::vector<int> dtype_args;  // ScalarType arguments (norm's dtype=, ...): the float32 route widens them too
 
   std::vector<int> written_args;  // arguments the op writes (in-place self, out= tensors, running stats, ...)
