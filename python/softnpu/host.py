@@ -14,15 +14,24 @@ from . import _C
 HALF_PRECISION_FEATURES = ("avx512_fp16", "amx_fp16", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_vendor() -> str:
+    """"GenuineIntel", "AuthenticAMD", ... or "" where the kernel does not say."""
+    return _cpuinfo("vendor_id") or ""
 
 
 def features() -> dict:
@@ -39,5 +48,5 @@ def half_compute() -> dict:
 
 def describe() -> dict:
     """What a benchmark records of its host."""
-    return {"cpu": cpu_model(), "cores": os.cpu_count(),
+    return {"cpu": cpu_model(), "vendor": cpu_vendor(), "cores": os.cpu_count(),
             "features": features(), "half_compute": half_compute()}

@@ -51,9 +51,10 @@ bool runs_in_float32(const KernelLaunch& k);
 // into the device tensors. The op's fresh results are float32 and the caller copies them into its outputs, which
 // rounds them once.
 // The float32 route of a float16 GEMM through MKL's half-precision GEMM, which widens the operands while packing
-// them (as sgemm packs anyway): sgemm's speed, where converting every operand first costs 12-15 % more. The float32
-// result goes into scratch memory and is rounded once into the output. Returns false, having done nothing, when the
-// host's BLAS has no such GEMM or an operand has no BLAS layout; the caller then takes Float32Operands.
+// them (as sgemm packs anyway): on Intel CPUs sgemm's speed, where converting every operand first costs 12-15 % more.
+// The float32 result goes into scratch memory and is rounded once into the output. Returns false, having done
+// nothing, when the host's BLAS has no such GEMM, the host is not an Intel CPU (MKL's kernel is slower there than
+// converting) or an operand has no BLAS layout; the caller then takes Float32Operands.
 bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const std::vector<c10::IValue>& outputs);
 
 class Float32Operands {
