@@ -46,8 +46,14 @@ os.environ["SOFTNPU_MEMORY_MB"] = str(MEMORY_MB)
 
 import torch  # noqa: E402
 import torch_npu  # noqa: E402,F401
+import softnpu.host  # noqa: E402
 
 MiB = 1 << 20
+
+# What `softnpu report` adds to the float16 line where the float32 route takes MKL's half-precision GEMM: on Intel
+# CPUs whose torch has MKL (csrc/backend/ops/cube.cpp), read here independently of the backend's own decision (cpuid).
+MKL_HALF_GEMM = ("; mm, addmm, bmm and baddbmm through MKL's cblas_gemm_f16f16f32"
+                 if torch.backends.mkl.is_available() and softnpu.host.cpu_vendor() == "GenuineIntel" else "")
 
 
 @dataclass

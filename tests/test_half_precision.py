@@ -9,7 +9,7 @@ import torch
 
 import half_cases
 import softnpu.host
-from conftest import REPO, run_many
+from conftest import MKL_HALF_GEMM, REPO, run_many
 
 
 @pytest.mark.parametrize("dtype", list(half_cases.DTYPES))
@@ -42,9 +42,8 @@ def test_the_choice_follows_the_host():
             assert compute[dtype] == f"ATen's kernel in {dtype} (the host has {present[-1]})", compute
         else:
             expected = f"float32 compute (the host has no {units[0]} or {units[1]})"
-            mkl_gemm = softnpu.host.cpu_vendor() == "GenuineIntel" and torch.backends.mkl.is_available()
-            if dtype == "float16" and mkl_gemm:
-                expected += "; mm, addmm, bmm and baddbmm through MKL's cblas_gemm_f16f16f32"
+            if dtype == "float16":
+                expected += MKL_HALF_GEMM
             assert compute[dtype] == expected, compute
 
 

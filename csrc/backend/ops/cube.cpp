@@ -1,11 +1,11 @@
 #include "backend/ops/cube.h"
 
 #include <ATen/cpu/Utils.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/util/strides.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-#include <ATen/ops/from_blob.h>
-#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <cstdlib>
