@@ -237,6 +237,63 @@ def test_ctrl_c_interrupts_a_host_wait_and_the_device_stays_usable(mode):
     assert out.stdout.strip().endswith("recovered")
 
 
+# Two ranks of an hccl group; rank 1 joins the collective (or sends) LATE seconds after rank 0 starts waiting on it,
+# and rank 0 gets SIGINT 0.3 s into its wait. Rank 0 prints the latency of the KeyboardInterrupt, whether the Work
+# was still pending, and after waiting again the collective's result.
+HCCL_CTRL_C_CHILD = """
+import os, signal, sys, threading, time
+import torch, torch_npu
+import torch.distributed as dist
+signal.signal(signal.SIGINT, signal.default_int_handler)
+rank, mode, store, late = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
+torch.npu.set_device(rank)
+x = torch.full((4,), rank + 1.0, device=f"npu:{rank}")
+dist.barrier()
+if rank == 1:
+    time.sleep(late)
+    work = dist.all_reduce(x, async_op=True) if mode == "all_reduce" else dist.isend(x, dst=0)
+    work.wait()
+else:
+    work = dist.all_reduce(x, async_op=True) if mode == "all_reduce" else dist.irecv(x, src=1)
+    sent = []
+    def interrupt():
+        time.sleep(0.3)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=interrupt).start()
+    try:
+        work.wait()
+        print("not interrupted")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        latency = time.monotonic() - sent[0]
+        pending = not work.is_completed()
+    work.wait()
+    print(f"latency {latency:.3f} pending {pending} result {x.cpu().tolist()}", flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("mode", ["all_reduce", "recv"])
+def test_ctrl_c_interrupts_an_hccl_wait_and_the_collective_completes(mode, tmp_path):
+    late = 3.0
+    store = tmp_path / "store"
+    ranks = [subprocess.Popen([sys.executable, "-c", HCCL_CTRL_C_CHILD, str(rank), mode, str(store), str(late)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+             for rank in range(2)]
+    outs = [r.communicate(timeout=120) for r in ranks]
+    for r, (out, err) in zip(ranks, outs):
+        assert r.returncode == 0, out + err
+    words = outs[0][0].split()
+    latency, pending = float(words[1]), words[3] == "True"
+    assert pending, outs[0][0]  # interrupted, not finished: rank 1 had not joined yet
+    assert latency < late / 2, outs[0][0]
+    expected = [3.0] * 4 if mode == "all_reduce" else [2.0] * 4
+    assert outs[0][0].split("result ")[1].strip() == str(expected), outs[0][0]
+
+
 # ---------------------------------------------------------------- bad input against the CPU
 
 BAD_INPUT_CHILD = """

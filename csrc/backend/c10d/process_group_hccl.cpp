@@ -1,12 +1,17 @@
 #include "backend/c10d/process_group_hccl.h"
 
+#include "backend/interrupt.h"
+
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
+#include <thread>
 
 namespace softnpu {
 
@@ -31,7 +36,7 @@ c10::intrusive_ptr<c10::ivalue::Future> future_of(c10d::Work& gloo_work) {
   }
 }
 
-// The Work of an hccl call, completed when its Gloo Work's future completes or, without a future, in wait().
+// The Work of an hccl call, completed when its Gloo Work completes (its future, or a thread waiting on it).
 class WorkHCCL final : public c10d::Work {
  public:
   WorkHCCL(int rank, c10d::OpType type, const char* title, std::optional<c10::Device> device,
@@ -45,8 +50,21 @@ class WorkHCCL final : public c10d::Work {
             c10::ListType::create(c10::TensorType::get()),
             device ? std::vector<c10::Device>{*device} : std::vector<c10::Device>{})) {}
 
-  // A Gloo Work without a future, which completes only when waited on.
-  void complete_on_wait(c10::intrusive_ptr<c10d::Work> gloo_work) { unfinished_ = std::move(gloo_work); }
+  // A Gloo Work without a future, which completes only when waited on: a thread of its own waits on it, so that this
+  // Work completes by itself and wait() can poll for Ctrl-C (Gloo's wait cannot be sliced: a timeout puts its whole
+  // context in error).
+  void complete_when_done(c10::intrusive_ptr<c10d::Work> gloo_work) {
+    unfinished_ = gloo_work;
+    std::thread([self = c10::intrusive_ptr<WorkHCCL>::reclaim_copy(this), gloo_work = std::move(gloo_work)] {
+      std::exception_ptr error;
+      try {
+        gloo_work->wait();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      self->complete(error);
+    }).detach();
+  }
 
   // Gloo has completed (successfully unless `error`): copies the outputs back on the communication stream and
   // completes the future there, so whoever waits on it orders its stream after the copies.
@@ -69,15 +87,23 @@ class WorkHCCL final : public c10d::Work {
     finish(error);
   }
 
+  // Waits in slices, polling for Ctrl-C between them; an interrupted wait leaves the collective running.
   bool wait(std::chrono::milliseconds timeout) override {
-    if (unfinished_) wait_unfinished(timeout);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (timeout == kNoTimeout) {
-        cv_.wait(lock, [&] { return completed_; });
-      } else {
-        TORCH_CHECK(cv_.wait_for(lock, timeout, [&] { return completed_; }), title_, ": timed out after ",
-                    timeout.count(), " ms");
+      while (!completed_) {
+        std::chrono::microseconds slice(kInterruptPollMicros);
+        if (timeout != kNoTimeout) {
+          const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline -
+                                                                                  std::chrono::steady_clock::now());
+          TORCH_CHECK(left.count() > 0, title_, ": timed out after ", timeout.count(), " ms");
+          slice = std::min(slice, left);
+        }
+        if (cv_.wait_for(lock, slice, [&] { return completed_; })) break;
+        lock.unlock();
+        poll_interrupt();
+        lock.lock();
       }
       if (exception_) std::rethrow_exception(exception_);
     }
@@ -89,7 +115,6 @@ class WorkHCCL final : public c10d::Work {
   void synchronize() override { future_->wait(); }
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    TORCH_CHECK(!unfinished_, title_, " has no future (as with Gloo); use wait()");
     return future_;
   }
 
@@ -98,25 +123,12 @@ class WorkHCCL final : public c10d::Work {
   int sourceRank() const override { return unfinished_ ? unfinished_->sourceRank() : Work::sourceRank(); }
 
  private:
-  void wait_unfinished(std::chrono::milliseconds timeout) {
-    const std::lock_guard<std::mutex> lock(unfinished_mutex_);
-    if (isCompleted()) return;
-    std::exception_ptr error;
-    try {
-      unfinished_->wait(timeout);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    complete(error);
-  }
-
   const char* title_;
   const std::optional<c10::Stream> comm_;
   const std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> host_outputs_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
   c10::intrusive_ptr<c10d::Work> unfinished_;
-  std::mutex unfinished_mutex_;
 };
 
 // NCCL's and HCCL's rules for the collectives between a tensor and a tensor `world_size` times its size: the same
@@ -267,7 +279,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::run(Staging& s, GlooOp&& gloo_o
     gloo_future->addCallback(
         [work](c10::ivalue::Future& f) { work->complete(f.hasError() ? f.exception_ptr() : nullptr); });
   } else {
-    work->complete_on_wait(std::move(gloo_work));
+    work->complete_when_done(std::move(gloo_work));
   }
   return work;
 }

@@ -9,8 +9,9 @@
 //    host wait;
 //  - Work::wait() and the Work's future order the waiter's current stream after those copies, as HCCL's and NCCL's
 //    do; the host waits only for Gloo.
-// Gloo's send/recv and reduce-scatter Works have no future and complete only in wait(): for those, the results
-// reach their npu tensors in wait(), and get_future() is an error (as with Gloo).
+// Gloo's send/recv and reduce-scatter Works have no future and complete only in their wait(): a thread waits on each,
+// so that they too complete by themselves and have a future (as HCCL's and NCCL's Works do).
+// Work::wait() waits in slices and polls for Ctrl-C (a KeyboardInterrupt leaves the collective running).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
