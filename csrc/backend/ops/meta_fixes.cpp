@@ -1,6 +1,10 @@
-// Ops whose Meta kernel shapes an output otherwise than ATen's CPU and CUDA kernels do: the generic path (which
-// allocates what the Meta kernel infers; the CPU kernel fills it in place), then the output re-described as CPU and
-// CUDA give it. Metadata only: the data is already where the CPU kernel put it.
+// Ops whose Meta kernel describes an output otherwise than ATen's CPU and CUDA kernels do (ops/meta_fixes.h):
+// - a dtype: corrected in the Meta kernel's result, before the outputs are allocated (meta_fix);
+// - a shape: the generic path (which allocates what the Meta kernel infers; the CPU kernel fills it in place), then
+//   the output re-described as CPU and CUDA give it. Metadata only: the data is already where the CPU kernel put it.
+#include "backend/ops/meta_fixes.h"
+
+#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
 #include "backend/ops/executor.h"
@@ -8,6 +12,40 @@
 namespace softnpu {
 
 namespace {
+
+// ---------------------------------------------------------------- dtypes the Meta kernel infers otherwise
+
+void set_dtype(c10::IValue& ret, c10::ScalarType dtype) {
+  const at::Tensor& m = ret.toTensor();
+  if (m.scalar_type() != dtype) ret = at::empty_strided(m.sizes(), m.strides(), m.options().dtype(dtype));
+}
+
+// CPU and CUDA compute in the promoted type and write the input's; the Meta kernel returns the promoted type.
+void huber_loss(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  set_dtype(returns[0], args[0].toTensor().scalar_type());
+}
+
+// CPU and CUDA expand self to the outer product's shape before promoting, so a 0-dim self takes part in the promotion
+// as a dimensioned tensor; the Meta kernel promotes it as a 0-dim one.
+void addr(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  c10::ScalarType dtype = args[0].toTensor().scalar_type();
+  for (int i : {1, 2}) dtype = c10::promoteTypes(dtype, args[i].toTensor().scalar_type());
+  set_dtype(returns[0], dtype);
+}
+
+// Half or bfloat16 input with float32 weight and bias: CPU and CUDA give the saved mean and rstd in float32 (ATen's
+// mixed-type rule, as in layer_norm); the Meta kernel gives the input's dtype.
+void native_group_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  const c10::ScalarType input = args[0].toTensor().scalar_type();
+  if (input != c10::kHalf && input != c10::kBFloat16) return;
+  for (int i : {1, 2}) {
+    if (args[i].isNone() || !args[i].toTensor().defined() || args[i].toTensor().scalar_type() != c10::kFloat) return;
+  }
+  set_dtype(returns[1], c10::kFloat);
+  set_dtype(returns[2], c10::kFloat);
+}
+
+// ---------------------------------------------------------------- shapes the Meta kernel infers otherwise
 
 // The decomposition serving as Meta kernel gives the loss of a single sample (input of at most one dimension) shape
 // (1,) under reduction="none"; CPU and CUDA give a 0-dim loss for it under every reduction.
@@ -20,6 +58,17 @@ void multilabel_margin_loss_forward(const c10::OperatorHandle& op, torch::jit::S
 }
 
 }  // namespace
+
+MetaFix meta_fix(const std::string& name) {
+  static const std::pair<const char*, MetaFix> kFixes[] = {
+      {"aten::huber_loss", &huber_loss},
+      {"aten::addr", &addr},
+      {"aten::native_group_norm", &native_group_norm},
+  };
+  for (const auto& [fixed, fix] : kFixes)
+    if (name == fixed) return fix;
+  return nullptr;
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multilabel_margin_loss_forward",

@@ -135,6 +135,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   has_meta = op.hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  meta_fix = softnpu::meta_fix(name);
   if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor &&
       !out_variant_resizes_its_result(schema))
     out_variant = find_out_variant(schema);

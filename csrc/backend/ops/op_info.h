@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "backend/ops/cube.h"
+#include "backend/ops/meta_fixes.h"
 
 #include <atomic>
 #include <mutex>
@@ -37,6 +38,8 @@ struct OpInfo {
   bool data_dependent = false;
   // A Meta kernel (direct, composite, or registered from Python) can infer the outputs.
   bool has_meta = false;
+  // Corrects the Meta kernel's result where it disagrees with CPU and CUDA (ops/meta_fixes.h), or null.
+  MetaFix meta_fix = nullptr;
 
   // The half-precision dtypes in which the op may compute in float32 (ops/cube.h): the matrix and convolution
   // family, and a few ops whose half-precision CPU kernels are slow.
