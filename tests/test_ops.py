@@ -242,8 +242,8 @@ def test_outputs_shaped_as_the_cpu_kernel_shapes_them_where_meta_differs(shape, 
     torch.testing.assert_close(got_grad.cpu(), expected_grad)
 
 
-MIXED_DTYPE_CASES = {
-    # name: (op, arguments), arguments of mixed dtypes where the Meta kernel infers other dtypes than CPU and CUDA
+META_DIFFERS_CASES = {
+    # name: (op, arguments) for which the Meta kernel infers other dtypes (mixed dtypes) than the CPU and CUDA
     "huber_loss": (torch.nn.functional.huber_loss, (torch.randn(5), torch.randn(5, dtype=torch.float64))),
     "huber_loss half": (lambda a, b: torch.nn.functional.huber_loss(a, b, reduction="none"),
                         (torch.randn(5).half(), torch.randn(5))),
@@ -253,18 +253,23 @@ MIXED_DTYPE_CASES = {
                           (torch.randn(2, 6, 3).half(), torch.rand(6), torch.rand(6))),
     "native_group_norm bfloat16": (lambda x, w, b: torch.native_group_norm(x, w, b, 2, 6, 3, 3, 1e-5),
                                    (torch.randn(2, 6, 3).bfloat16(), torch.rand(6), torch.rand(6))),
+    # Not dtypes but shapes: weight and statistics of another size than the input's channels (only the composite
+    # batch_norm checks them); the Meta kernel broadcasts, the CPU kernel normalizes the input's channel.
+    "_batch_norm_with_update one channel": (
+        lambda x, w, b, m, v: torch.ops.aten._batch_norm_with_update(x, w, b, m, v, 0.5, 1e-5)[:3],
+        (torch.randn(5, 1, 5, 5), torch.rand(5), torch.rand(5), torch.zeros(5), torch.ones(5))),
 }
 
 
-@pytest.mark.parametrize("name", sorted(MIXED_DTYPE_CASES))
-def test_outputs_have_the_cpu_kernels_dtypes_where_meta_differs(name):
-    # ops/meta_fixes.cpp corrects the Meta kernel's dtypes before the outputs are allocated.
-    fn, args = MIXED_DTYPE_CASES[name]
+@pytest.mark.parametrize("name", sorted(META_DIFFERS_CASES))
+def test_outputs_have_the_cpu_kernels_dtypes_and_shapes_where_meta_differs(name):
+    # ops/meta_fixes.cpp corrects the Meta kernel's dtypes and shapes before the outputs are allocated.
+    fn, args = META_DIFFERS_CASES[name]
     expected = fn(*args)
     got = fn(*(a.npu() for a in args))
     expected, got = (expected, got) if isinstance(expected, tuple) else ((expected,), (got,))
     for e, g in zip(expected, got):
-        assert g.dtype == e.dtype and g.device.type == "npu"
+        assert g.dtype == e.dtype and g.shape == e.shape and g.device.type == "npu"
         torch.testing.assert_close(g.cpu(), e)
 
 

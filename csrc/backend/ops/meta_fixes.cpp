@@ -4,6 +4,7 @@
 //   the output re-described as CPU and CUDA give it. Metadata only: the data is already where the CPU kernel put it.
 #include "backend/ops/meta_fixes.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -47,6 +48,22 @@ void native_group_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>
 
 // ---------------------------------------------------------------- shapes the Meta kernel infers otherwise
 
+// Weight, bias or running statistics of another size than the input's channels, which only the composite batch_norm
+// checks: the CPU kernel normalizes the input's channels (output of the input's shape, statistics of its channel
+// count); the Meta kernel broadcasts the input against them.
+void batch_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  const at::Tensor& input = args[0].toTensor();
+  if (input.dim() < 2) return;
+  const at::Tensor& out = returns[0].toTensor();
+  if (out.sizes() != input.sizes()) returns[0] = at::empty(input.sizes(), out.options(), input.suggest_memory_format());
+  for (size_t i : {1, 2}) {
+    if (i >= returns.size() || !returns[i].isTensor()) continue;
+    const at::Tensor& stat = returns[i].toTensor();
+    if (stat.dim() == 1 && stat.numel() != 0 && stat.size(0) != input.size(1))
+      returns[i] = at::empty({input.size(1)}, stat.options());
+  }
+}
+
 // The decomposition serving as Meta kernel gives the loss of a single sample (input of at most one dimension) shape
 // (1,) under reduction="none"; CPU and CUDA give a 0-dim loss for it under every reduction.
 void multilabel_margin_loss_forward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -64,6 +81,11 @@ MetaFix meta_fix(const std::string& name) {
       {"aten::huber_loss", &huber_loss},
       {"aten::addr", &addr},
       {"aten::native_group_norm", &native_group_norm},
+      {"aten::native_batch_norm", &batch_norm},
+      {"aten::_native_batch_norm_legit", &batch_norm},
+      {"aten::_native_batch_norm_legit.no_stats", &batch_norm},
+      {"aten::_batch_norm_with_update", &batch_norm},
+      {"aten::_batch_norm_no_update", &batch_norm},
   };
   for (const auto& [fixed, fix] : kFixes)
     if (name == fixed) return fix;

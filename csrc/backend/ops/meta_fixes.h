@@ -1,7 +1,7 @@
-// Where PyTorch's Meta kernels describe an op's outputs otherwise than its CPU and CUDA kernels do (they agree with
-// each other): the generic path allocates what the Meta kernel infers, so the fix is applied there, once per
-// argument metadata (the Meta cache keeps the fixed result). Found by the differential fuzzer (tests/fuzz_ops.py);
-// tests/test_robustness.py checks each against the CPU.
+// Where PyTorch's Meta kernels describe an op's outputs (dtypes, shapes) otherwise than its CPU kernel does, and
+// CUDA's agrees with the CPU's: the generic path allocates what the Meta kernel infers, so the fix is applied there,
+// once per argument metadata (the Meta cache keeps the fixed result). Found by the differential fuzzer
+// (tests/fuzz_ops.py); tests/test_ops.py checks each against the CPU.
 #pragma once
 
 #include <ATen/core/ivalue.h>
