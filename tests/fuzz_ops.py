@@ -51,6 +51,8 @@ CUDA_DIFFERS = {
     # (op, mutation kind): why
     ("native_dropout_backward", "dtype"): "grad and mask of different dtypes: the CPU kernel (grad * mask * scale) "
                                           "promotes them; CUDA's kernel, and the Meta kernel, keep grad's dtype",
+    ("ldexp", "dtype"): "a bool exponent: the CPU takes a kernel of its own, which refuses bool; CUDA (and npu) run "
+                        "ldexp's composite, self * pow(2, other)",
 }
 
 
@@ -239,13 +241,15 @@ class _Sample:
 
 
 def _shifted(v, k: int):
-    """v with each tensor copied to k elements into a fresh buffer (same strides): other memory, other alignment."""
+    """v with its storage copied k elements into a fresh buffer (the same strides and overlaps): other memory, other
+    alignment."""
     if isinstance(v, torch.Tensor) and v.layout == torch.strided:
-        span = 1 + sum((n - 1) * abs(st) for n, st in zip(v.shape, v.stride())) if v.numel() else 0
-        buf = torch.zeros(span + k, dtype=v.dtype)
-        out = buf.as_strided(v.shape, v.stride(), k)
-        out.copy_(v)
-        return out.requires_grad_(v.requires_grad) if v.is_leaf and v.requires_grad else out
+        n = v.untyped_storage().nbytes() // v.element_size()
+        storage = torch.empty(0, dtype=v.dtype).set_(v.untyped_storage(), 0, (n,))
+        buf = torch.zeros(n + k, dtype=v.dtype)
+        buf[k:].copy_(storage)
+        out = buf.as_strided(v.shape, v.stride(), v.storage_offset() + k)
+        return out.requires_grad_() if v.requires_grad and out.dtype.is_floating_point else out
     if isinstance(v, (list, tuple)):
         return type(v)(_shifted(x, k) for x in v)
     if isinstance(v, dict):

@@ -4,6 +4,7 @@
 // wait, as CUDA's copy does. Host-to-device from pinned memory with non_blocking=True is asynchronous; from pageable
 // memory it completes before returning. Device-to-host completes before returning unless the destination is pinned
 // and non_blocking=True.
+#include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -149,6 +150,12 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // The CPU's broadcast check and messages, before anything is skipped (an empty dst is no licence for any src).
+  if (self.sizes() != dst.sizes()) {
+    const auto shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
+    TORCH_CHECK(c10::IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+  }
   if (dst.numel() == 0) return dst;
   const at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand_as(dst);
   const bool src_npu = src.device().is_privateuseone();

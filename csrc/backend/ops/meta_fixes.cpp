@@ -46,6 +46,13 @@ void native_group_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>
   set_dtype(returns[2], c10::kFloat);
 }
 
+// Input and grid of different dtypes, which only the composite grid_sampler rejects: CPU and CUDA allocate the output
+// in the input's dtype (and an empty input gives it, where the kernel would reject the pair); the Meta kernel uses the
+// grid's.
+void grid_sampler(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  set_dtype(returns[0], args[0].toTensor().scalar_type());
+}
+
 // ---------------------------------------------------------------- shapes the Meta kernel infers otherwise
 
 // Weight, bias or running statistics of another size than the input's channels, which only the composite batch_norm
@@ -55,7 +62,8 @@ void batch_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& retur
   const at::Tensor& input = args[0].toTensor();
   if (input.dim() < 2) return;
   const at::Tensor& out = returns[0].toTensor();
-  if (out.sizes() != input.sizes()) returns[0] = at::empty(input.sizes(), out.options(), input.suggest_memory_format());
+  const at::Tensor cpu_like = at::empty(input.sizes(), out.options(), input.suggest_memory_format());
+  if (out.sizes() != cpu_like.sizes() || out.strides() != cpu_like.strides()) returns[0] = cpu_like;
   for (size_t i : {1, 2}) {
     if (i >= returns.size() || !returns[i].isTensor()) continue;
     const at::Tensor& stat = returns[i].toTensor();
@@ -81,6 +89,8 @@ MetaFix meta_fix(const std::string& name) {
       {"aten::huber_loss", &huber_loss},
       {"aten::addr", &addr},
       {"aten::native_group_norm", &native_group_norm},
+      {"aten::grid_sampler_2d", &grid_sampler},
+      {"aten::grid_sampler_3d", &grid_sampler},
       {"aten::native_batch_norm", &batch_norm},
       {"aten::_native_batch_norm_legit", &batch_norm},
       {"aten::_native_batch_norm_legit.no_stats", &batch_norm},

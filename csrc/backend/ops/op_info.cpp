@@ -82,11 +82,16 @@ bool outputs_shaped_by_cpu_kernel(const c10::FunctionSchema& schema) {
   return schema.name() == "aten::_embedding_bag";
 }
 
-// Losses whose out= CPU kernel first resizes a reduced (0-dim) result to the input's shape, which PyTorch warns of as
-// deprecated on every call: the functional kernel computes the same value without it.
-bool out_variant_resizes_its_result(const c10::FunctionSchema& schema) {
+// Ops that run as themselves although they have an out= overload:
+// - losses whose out= CPU kernel first resizes a reduced (0-dim) result to the input's shape, which PyTorch warns of
+//   as deprecated on every call: the functional kernel computes the same value without it;
+// - native_batch_norm, whose out= CPU kernel leaves the saved statistics unwritten and normalizes wrongly when the
+//   input is neither contiguous nor channels-last (a transposed one), where the functional kernel is right (found by
+//   the differential fuzzer).
+bool avoids_out_variant(const c10::FunctionSchema& schema) {
   static const std::unordered_set<std::string> ops = {"aten::mse_loss", "aten::smooth_l1_loss", "aten::huber_loss",
-                                                      "aten::soft_margin_loss", "aten::binary_cross_entropy"};
+                                                      "aten::soft_margin_loss", "aten::binary_cross_entropy",
+                                                      "aten::native_batch_norm"};
   return ops.count(schema.name()) > 0;
 }
 
@@ -137,7 +142,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
              op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   meta_fix = softnpu::meta_fix(name);
   if (fresh_returns == static_cast<int>(schema.returns().size()) && !returns_non_tensor &&
-      !out_variant_resizes_its_result(schema))
+      !avoids_out_variant(schema))
     out_variant = find_out_variant(schema);
   // Settles the cube's policy (and reads SOFTNPU_HALF_COMPUTE, raising its error) here on the host, before any
   // compute thread asks for it.
