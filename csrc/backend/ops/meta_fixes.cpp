@@ -55,9 +55,10 @@ void grid_sampler(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& ret
 
 // ---------------------------------------------------------------- shapes the Meta kernel infers otherwise
 
-// Weight, bias or running statistics of another size than the input's channels, which only the composite batch_norm
-// checks: the CPU kernel normalizes the input's channels (output of the input's shape, statistics of its channel
-// count); the Meta kernel broadcasts the input against them.
+// The CPU kernel's output has the input's shape in the input's suggested memory format; the Meta kernel keeps a
+// transposed input's strides, and broadcasts the input against weight, bias or running statistics of another size
+// than its channels (which only the composite batch_norm checks), where the CPU kernel normalizes the input's channels
+// (statistics of its channel count).
 void batch_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
   const at::Tensor& input = args[0].toTensor();
   if (input.dim() < 2) return;
