@@ -53,6 +53,8 @@ CUDA_DIFFERS = {
                                           "promotes them; CUDA's kernel, and the Meta kernel, keep grad's dtype",
     ("ldexp", "dtype"): "a bool exponent: the CPU takes a kernel of its own, which refuses bool; CUDA (and npu) run "
                         "ldexp's composite, self * pow(2, other)",
+    ("nn.functional.max_pool1d", "dtype"): "integer input: the CPU takes a max_pool1d kernel of its own, which refuses "
+                                           "integers; other devices run max_pool2d on the unsqueezed input",
 }
 
 

@@ -85,13 +85,13 @@ bool outputs_shaped_by_cpu_kernel(const c10::FunctionSchema& schema) {
 // Ops that run as themselves although they have an out= overload:
 // - losses whose out= CPU kernel first resizes a reduced (0-dim) result to the input's shape, which PyTorch warns of
 //   as deprecated on every call: the functional kernel computes the same value without it;
-// - native_batch_norm, whose out= CPU kernel leaves the saved statistics unwritten and normalizes wrongly when the
-//   input is neither contiguous nor channels-last (a transposed one), where the functional kernel is right (found by
-//   the differential fuzzer).
+// - native_batch_norm and _batch_norm_with_update, whose out= CPU kernels normalize wrongly (and leave the saved
+//   statistics unwritten) when the input is neither contiguous nor channels-last (a transposed one), where the
+//   functional kernels are right (found by the differential fuzzer).
 bool avoids_out_variant(const c10::FunctionSchema& schema) {
   static const std::unordered_set<std::string> ops = {"aten::mse_loss", "aten::smooth_l1_loss", "aten::huber_loss",
                                                       "aten::soft_margin_loss", "aten::binary_cross_entropy",
-                                                      "aten::native_batch_norm"};
+                                                      "aten::native_batch_norm", "aten::_batch_norm_with_update"};
   return ops.count(schema.name()) > 0;
 }
 
