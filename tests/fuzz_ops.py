@@ -53,8 +53,9 @@ CUDA_DIFFERS = {
                                           "promotes them; CUDA's kernel, and the Meta kernel, keep grad's dtype",
     ("ldexp", "dtype"): "a bool exponent: the CPU takes a kernel of its own, which refuses bool; CUDA (and npu) run "
                         "ldexp's composite, self * pow(2, other)",
-    ("nn.functional.max_pool1d", "dtype"): "integer input: the CPU takes a max_pool1d kernel of its own, which refuses "
-                                           "integers; other devices run max_pool2d on the unsqueezed input",
+    ("nn.functional.max_pool1d", "dtype"): "integer input: on CPU tensors max_pool1d takes a kernel of its own, which "
+                                           "refuses integers; on other devices it runs max_pool2d on the unsqueezed "
+                                           "input, whose CPU kernel (npu's) takes them",
 }
 
 
