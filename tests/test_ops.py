@@ -265,8 +265,10 @@ META_DIFFERS_CASES = {
                                    (torch.randn(2, 6, 3).bfloat16(), torch.rand(6), torch.rand(6))),
     "grid_sampler_2d empty input": (lambda x, g: torch.grid_sampler_2d(x, g, 0, 0, False),
                                     (torch.randn(2, 0, 5, 5).half(), torch.rand(2, 5, 5, 2))),
-    # Not dtypes but shapes: weight and statistics of another size than the input's channels (only the composite
-    # batch_norm checks them); the Meta kernel broadcasts, the CPU kernel normalizes the input's channel.
+    # Not dtypes but shapes:
+    "nansum dim=()": (lambda x: torch.nansum(x, dim=()), (torch.tensor([[1.0, float("nan")], [2.0, 3.0]]),)),
+    "nansum dim=() keepdim": (lambda x: torch.nansum(x, dim=(), keepdim=True), (torch.randn(3, 2),)),
+    # weight and statistics of another size than the input's channels (only the composite batch_norm checks them); the Meta kernel broadcasts, the CPU kernel normalizes the input's channel.
     "_batch_norm_with_update one channel": (
         lambda x, w, b, m, v: torch.ops.aten._batch_norm_with_update(x, w, b, m, v, 0.5, 1e-5)[:3],
         (torch.randn(5, 1, 5, 5), torch.rand(5), torch.rand(5), torch.zeros(5), torch.ones(5))),

@@ -55,6 +55,15 @@ void grid_sampler(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& ret
 
 // ---------------------------------------------------------------- shapes the Meta kernel infers otherwise
 
+// dim=() reduces every dimension on CPU and CUDA (as sum's does); nansum's Meta kernel reduces none.
+void nansum(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
+  if (!args[1].isIntList() || !args[1].toDimVector().empty()) return;
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& out = returns[0].toTensor();
+  const std::vector<int64_t> shape(args[2].toBool() ? self.dim() : 0, 1);
+  if (out.sizes() != c10::IntArrayRef(shape)) returns[0] = at::empty(shape, out.options());
+}
+
 // The CPU kernel's output has the input's shape in the input's suggested memory format; the Meta kernel keeps a
 // transposed input's strides, and broadcasts the input against weight, bias or running statistics of another size
 // than its channels (which only the composite batch_norm checks), where the CPU kernel normalizes the input's channels
@@ -90,6 +99,7 @@ MetaFix meta_fix(const std::string& name) {
       {"aten::huber_loss", &huber_loss},
       {"aten::addr", &addr},
       {"aten::native_group_norm", &native_group_norm},
+      {"aten::nansum", &nansum},
       {"aten::grid_sampler_2d", &grid_sampler},
       {"aten::grid_sampler_3d", &grid_sampler},
       {"aten::native_batch_norm", &batch_norm},
