@@ -35,9 +35,13 @@ void addr(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
 }
 
 // Half or bfloat16 input with float32 weight and bias: CPU and CUDA give the saved mean and rstd in float32 (ATen's
-// mixed-type rule, as in layer_norm); the Meta kernel gives the input's dtype.
+// mixed-type rule, as in layer_norm); the Meta kernel gives the input's dtype. And the output has the input's shape,
+// where the Meta kernel broadcasts the input against weight and bias of another size than its channels.
 void native_group_norm(c10::ArrayRef<c10::IValue> args, std::vector<c10::IValue>& returns) {
-  const c10::ScalarType input = args[0].toTensor().scalar_type();
+  const at::Tensor& x = args[0].toTensor();
+  const at::Tensor& out = returns[0].toTensor();
+  if (out.sizes() != x.sizes()) returns[0] = at::empty(x.sizes(), out.options(), x.suggest_memory_format());
+  const c10::ScalarType input = x.scalar_type();
   if (input != c10::kHalf && input != c10::kBFloat16) return;
   for (int i : {1, 2}) {
     if (args[i].isNone() || !args[i].toTensor().defined() || args[i].toTensor().scalar_type() != c10::kFloat) return;
