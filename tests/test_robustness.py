@@ -159,6 +159,15 @@ def test_log_is_created_exclusively_with_mode_0600(tmp_path):
 
 # ---------------------------------------------------------------- Ctrl-C during host waits
 
+# In the children below: interrupt(), run on a thread, sends SIGINT 0.3 s later and records when (sent[0]).
+SIGINT_SOON = """
+sent = []
+def interrupt():
+    time.sleep(0.3)
+    sent.append(time.monotonic())
+    os.kill(os.getpid(), signal.SIGINT)
+"""
+
 # Queues QUEUED seconds of kernels (calibrated on this machine), then waits in the way `mode` names while a thread sends
 # SIGINT 0.3 s later. Prints the latency of the KeyboardInterrupt, whether work was still queued when it arrived,
 # then that a synchronize completes the queue and a small op is right.
@@ -182,11 +191,7 @@ per = (time.monotonic() - t) / 10
 if mode != "launch":
     for _ in range(min(1000, int(queued / per) + 1)):
         torch.matmul(a, a, out=b)
-sent = []
-def interrupt():
-    time.sleep(0.3)
-    sent.append(time.monotonic())
-    os.kill(os.getpid(), signal.SIGINT)
+""" + SIGINT_SOON + """
 threading.Thread(target=interrupt).start()
 try:
     if mode == "item":
@@ -246,6 +251,7 @@ import torch, torch_npu
 import torch.distributed as dist
 signal.signal(signal.SIGINT, signal.default_int_handler)
 rank, mode, store, late = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+""" + SIGINT_SOON + """
 dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
 torch.npu.set_device(rank)
 x = torch.full((4,), rank + 1.0, device=f"npu:{rank}")
@@ -256,11 +262,6 @@ if rank == 1:
     work.wait()
 else:
     work = dist.all_reduce(x, async_op=True) if mode == "all_reduce" else dist.irecv(x, src=1)
-    sent = []
-    def interrupt():
-        time.sleep(0.3)
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
     threading.Thread(target=interrupt).start()
     try:
         work.wait()

@@ -150,14 +150,15 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  // The CPU's broadcast check and messages, before anything is skipped (an empty dst is no licence for any src).
+  at::Tensor src = self;
   if (self.sizes() != dst.sizes()) {
+    // The CPU's broadcast check and messages, before anything is skipped (an empty dst is no licence for any src).
     const auto shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
     TORCH_CHECK(c10::IntArrayRef(shape) == dst.sizes(), "output with shape ", dst.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+    src = self.expand_as(dst);
   }
   if (dst.numel() == 0) return dst;
-  const at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand_as(dst);
   const bool src_npu = src.device().is_privateuseone();
   const bool dst_npu = dst.device().is_privateuseone();
   if (src_npu && dst_npu) {

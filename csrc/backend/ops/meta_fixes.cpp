@@ -1,7 +1,7 @@
 // Ops whose Meta kernel describes an output otherwise than ATen's CPU and CUDA kernels do (ops/meta_fixes.h):
-// - a dtype: corrected in the Meta kernel's result, before the outputs are allocated (meta_fix);
-// - a shape: the generic path (which allocates what the Meta kernel infers; the CPU kernel fills it in place), then
-//   the output re-described as CPU and CUDA give it. Metadata only: the data is already where the CPU kernel put it.
+// - dtypes and shapes corrected in the Meta kernel's result, before the outputs are allocated (meta_fix);
+// - multilabel_margin_loss_forward: the generic path, then the output re-described as CPU and CUDA give it.
+//   Metadata only: the data is already where the CPU kernel put it.
 #include "backend/ops/meta_fixes.h"
 
 #include <ATen/ops/empty.h>
@@ -14,7 +14,7 @@ namespace softnpu {
 
 namespace {
 
-// ---------------------------------------------------------------- dtypes the Meta kernel infers otherwise
+// ---------------------------------------------------------------- dtypes (and shapes) the Meta kernel infers otherwise
 
 void set_dtype(c10::IValue& ret, c10::ScalarType dtype) {
   const at::Tensor& m = ret.toTensor();
