@@ -183,6 +183,56 @@ snpuError_t snpuFree(void* ptr) {
   });
 }
 
+snpuError_t snpuMemGetGranularity(size_t* granularity) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!granularity) return null_argument("snpuMemGetGranularity", "granularity");
+    *granularity = kMapGranularity;
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuMemAddressReserve(void** ptr, size_t size) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuMemAddressReserve", "ptr");
+    return rt->memory.reserve(rt->current_device(), size, ptr);
+  });
+}
+
+snpuError_t snpuMemMap(void* ptr, size_t size) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    return rt->memory.map(ptr, size);
+  });
+}
+
+snpuError_t snpuMemUnmap(void* ptr, size_t size) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (in_kernel()) return not_in_kernel("snpuMemUnmap");
+    Allocation a;
+    // As snpuFree: queued kernels never see the pages go. Their errors stay for the caller's next sync.
+    if (ptr && rt->memory.find(ptr, &a) && a.pages) a.device->synchronize(false);
+    return rt->memory.unmap_range(ptr, size);
+  });
+}
+
+snpuError_t snpuMemAddressFree(void* ptr) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (in_kernel()) return not_in_kernel("snpuMemAddressFree");
+    Allocation a;
+    if (ptr && rt->memory.find(ptr, &a) && a.pages && a.base == ptr) a.device->synchronize(false);
+    return rt->memory.release(ptr);
+  });
+}
+
 snpuError_t snpuMallocHost(void** ptr, size_t size) {
   return guarded([&] {
     Runtime* rt;

@@ -51,8 +51,132 @@ void Memory::release_all() {
         stats::add_memory(c, -static_cast<int64_t>(a.mapped));
     }
     unmap(a);
+    delete a.pages;
   }
   allocations_.clear();
+}
+
+void Memory::account(Device* device, int64_t bytes) {
+  if (bytes < 0) device->memory_used.fetch_sub(static_cast<uint64_t>(-bytes), std::memory_order_relaxed);
+  stats::add_memory(device->counters(), bytes);
+}
+
+snpuError_t Memory::reserve(Device* device, size_t size, void** out) {
+  if (size == 0 || size % kMapGranularity != 0)
+    return fail(snpuErrorInvalidValue, "snpuMemAddressReserve: size " + std::to_string(size) +
+                                           " is not a positive multiple of the granularity (" +
+                                           mib(kMapGranularity) + ")");
+  // PROT_NONE and MAP_NORESERVE: addresses only, no memory and no swap reservation behind them.
+  void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return fail(snpuErrorMemoryAllocation, "snpuMemAddressReserve: the host has no free address range of " +
+                                               mib(size) + " (" + std::strerror(errno) + ")");
+  std::unique_lock lock(mutex_);
+  allocations_[static_cast<char*>(p)] = Allocation{static_cast<char*>(p), size, 0, snpuMemoryTypeDevice, device,
+                                                   new std::vector<bool>(size / kMapGranularity, false)};
+  *out = p;
+  return snpuSuccess;
+}
+
+snpuError_t Memory::reservation_range(void* ptr, size_t size, bool mapped, const char* call, Allocation** out,
+                                      size_t* first) {
+  const char* p = static_cast<const char*>(ptr);
+  auto it = allocations_.upper_bound(p);
+  if (it == allocations_.begin() || !(--it)->second.pages || p >= it->second.base + it->second.size) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "%s: %p is not in a reservation of snpuMemAddressReserve", call, ptr);
+    return fail(snpuErrorInvalidValue, text);
+  }
+  Allocation& a = it->second;
+  const size_t offset = static_cast<size_t>(p - a.base);
+  if (size == 0 || offset % kMapGranularity || size % kMapGranularity || size > a.size - offset)
+    return fail(snpuErrorInvalidValue, std::string(call) + ": the range of " + std::to_string(size) + " bytes at offset " +
+                                           std::to_string(offset) + " is not aligned to the granularity (" +
+                                           mib(kMapGranularity) + ") or leaves the reservation of " + mib(a.size));
+  *first = offset / kMapGranularity;
+  for (size_t i = *first; i < *first + size / kMapGranularity; ++i) {
+    if ((*a.pages)[i] != mapped)
+      return fail(snpuErrorInvalidValue, std::string(call) + ": the page at offset " +
+                                             std::to_string(i * kMapGranularity) + " is " +
+                                             (mapped ? "not mapped" : "already mapped"));
+  }
+  *out = &a;
+  return snpuSuccess;
+}
+
+snpuError_t Memory::map(void* ptr, size_t size) {
+  // The protection is decided and applied under protect_mutex_, so protect_all never misses these pages.
+  std::unique_lock<std::mutex> protect_lock;
+  int prot = PROT_READ | PROT_WRITE;
+  if (protect_) {
+    protect_lock = std::unique_lock(protect_mutex_);
+    if (device_code_running_ == 0) prot = PROT_NONE;
+  }
+  Device* device;
+  size_t first;
+  {
+    std::unique_lock lock(mutex_);
+    Allocation* a;
+    if (snpuError_t e = reservation_range(ptr, size, false, "snpuMemMap", &a, &first)) return e;
+    device = a->device;
+    uint64_t used = device->memory_used.load(std::memory_order_relaxed);
+    do {
+      if (used + size > device->capacity) return out_of_memory(device, size, used);
+    } while (!device->memory_used.compare_exchange_weak(used, used + size, std::memory_order_relaxed));
+    // Marked before the mapping exists, so a concurrent map of the same pages fails; undone below on failure.
+    for (size_t i = first; i < first + size / kMapGranularity; ++i) (*a->pages)[i] = true;
+    a->mapped += size;
+  }
+  // MAP_FIXED replaces the reservation's PROT_NONE pages by committed ones (MAP_POPULATE: real at return).
+  if (mmap(ptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED) {
+    const int err = errno;
+    std::unique_lock lock(mutex_);
+    Allocation& a = allocations_.at(static_cast<const char*>(ptr) -
+                                    first * kMapGranularity);
+    for (size_t i = first; i < first + size / kMapGranularity; ++i) (*a.pages)[i] = false;
+    a.mapped -= size;
+    device->memory_used.fetch_sub(size, std::memory_order_relaxed);
+    return fail(snpuErrorMemoryAllocation, "out of memory on device " + std::to_string(device->index) +
+                                               ": the host could not provide " + mib(size) + " (" +
+                                               std::strerror(err) + ")");
+  }
+  stats::add_memory(device->counters(), static_cast<int64_t>(size));
+  return snpuSuccess;
+}
+
+snpuError_t Memory::unmap_range(void* ptr, size_t size) {
+  std::unique_lock<std::mutex> protect_lock;
+  if (protect_) protect_lock = std::unique_lock(protect_mutex_);
+  std::unique_lock lock(mutex_);
+  Allocation* a;
+  size_t first;
+  if (snpuError_t e = reservation_range(ptr, size, true, "snpuMemUnmap", &a, &first)) return e;
+  // A fresh PROT_NONE mapping over the range gives its memory back to the host; the addresses stay reserved.
+  if (mmap(ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+    return fail(snpuErrorInternal, std::string("snpuMemUnmap: mmap failed: ") + std::strerror(errno));
+  for (size_t i = first; i < first + size / kMapGranularity; ++i) (*a->pages)[i] = false;
+  a->mapped -= size;
+  account(a->device, -static_cast<int64_t>(size));
+  return snpuSuccess;
+}
+
+snpuError_t Memory::release(void* ptr) {
+  Allocation a;
+  {
+    std::unique_lock lock(mutex_);
+    auto it = allocations_.find(static_cast<const char*>(ptr));
+    if (it == allocations_.end() || !it->second.pages) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "snpuMemAddressFree: %p is not the start of a reservation", ptr);
+      return fail(snpuErrorInvalidValue, text);
+    }
+    a = it->second;
+    allocations_.erase(it);
+  }
+  account(a.device, -static_cast<int64_t>(a.mapped));
+  unmap(a);
+  delete a.pages;
+  return snpuSuccess;
 }
 
 snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
@@ -117,6 +241,12 @@ snpuError_t Memory::free(void* ptr, snpuMemoryType type) {
   {
     std::unique_lock lock(mutex_);
     auto it = allocations_.find(static_cast<const char*>(ptr));
+    if (it != allocations_.end() && it->second.pages) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "%p is a reservation of snpuMemAddressReserve: release it with "
+                    "snpuMemAddressFree", ptr);
+      return fail(snpuErrorInvalidPointer, text);
+    }
     if (it == allocations_.end() || it->second.type != type) {
       lock.unlock();
       char text[160];
@@ -168,15 +298,33 @@ void Memory::set_device_code_running(int delta) {
 
 void Memory::protect_all(int prot) {
   std::shared_lock lock(mutex_);
+  auto protect = [prot](char* p, size_t bytes) {
+    if (mprotect(p, bytes, prot) != 0)
+      SNPU_LOG(log::kError, "mprotect of device memory at %p failed: %s", static_cast<void*>(p), std::strerror(errno));
+  };
   for (auto& [base, a] : allocations_) {
-    if (a.type == snpuMemoryTypeDevice && mprotect(a.base, a.mapped, prot) != 0)
-      SNPU_LOG(log::kError, "mprotect of device memory at %p failed: %s", static_cast<void*>(a.base),
-               std::strerror(errno));
+    if (a.type != snpuMemoryTypeDevice) continue;
+    if (!a.pages) {
+      protect(a.base, a.mapped);
+      continue;
+    }
+    // A reservation: only its mapped runs (making unmapped pages accessible would commit them on first touch).
+    const std::vector<bool>& pages = *a.pages;
+    for (size_t i = 0; i < pages.size();) {
+      if (!pages[i]) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < pages.size() && pages[j]) ++j;
+      protect(a.base + i * kMapGranularity, (j - i) * kMapGranularity);
+      i = j;
+    }
   }
 }
 
 void Memory::unmap(const Allocation& a) {
-  if (munmap(a.base, a.mapped) != 0)
+  if (munmap(a.base, a.pages ? a.size : a.mapped) != 0)
     SNPU_LOG(log::kError, "munmap of %p failed: %s", static_cast<void*>(a.base), std::strerror(errno));
 }
 

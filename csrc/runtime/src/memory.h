@@ -1,12 +1,14 @@
 // Device and pinned host memory. Device memory is host memory mapped per allocation and accounted against the
-// device's capacity; a registry ordered by address answers which allocation any pointer (interior ones included)
-// belongs to. With SOFTNPU_PROTECT_MEMORY=1 device memory is inaccessible (PROT_NONE) except while device code runs.
+// device's capacity, or a reservation (an address range mapped PROT_NONE without memory) into which pages of
+// kMapGranularity are committed and decommitted; a registry ordered by address answers which allocation or reservation
+// any pointer (interior ones included) belongs to. With SOFTNPU_PROTECT_MEMORY=1 device memory is inaccessible (PROT_NONE) except while device code runs.
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #include "softnpu/runtime.h"
 
@@ -14,12 +16,16 @@ namespace softnpu::rt {
 
 class Device;
 
+// snpuMemMap's granularity, CUDA's usual one.
+constexpr size_t kMapGranularity = 2 << 20;
+
 struct Allocation {
   char* base = nullptr;
-  size_t size = 0;     // as requested
+  size_t size = 0;     // as requested (a reservation's whole range)
   size_t mapped = 0;   // whole pages, what the capacity accounts
   snpuMemoryType type = snpuMemoryTypeUnregistered;
   Device* device = nullptr;  // owner of device memory
+  std::vector<bool>* pages = nullptr;  // a reservation's mapped granules (owned by Memory); null for allocations
 };
 
 class Memory {
@@ -32,6 +38,13 @@ class Memory {
   snpuError_t allocate_host(size_t size, void** out);
   // Frees the allocation starting at ptr, which must be of the given type.
   snpuError_t free(void* ptr, snpuMemoryType type);
+
+  // Virtual memory (snpuMemAddressReserve and the rest): reserve on a device, map / unmap granules of a reservation,
+  // release it (unmapping what is left). Callers wait for the device's work before unmap and release.
+  snpuError_t reserve(Device* device, size_t size, void** out);
+  snpuError_t map(void* ptr, size_t size);
+  snpuError_t unmap_range(void* ptr, size_t size);
+  snpuError_t release(void* ptr);
 
   // Unmaps everything still allocated, returning it to the devices' accounting (snpuShutdown).
   void release_all();
@@ -52,6 +65,10 @@ class Memory {
   void set_device_code_running(int delta);
   void protect_all(int prot);  // called with protect_mutex_ held
   void unmap(const Allocation& a);
+  // The reservation holding [ptr, ptr + size), granule-aligned, with every granule mapped (or none): else fails.
+  snpuError_t reservation_range(void* ptr, size_t size, bool mapped, const char* call, Allocation** out,
+                                size_t* first);
+  void account(Device* device, int64_t bytes);
 
   const bool protect_;
   std::mutex protect_mutex_;  // taken before mutex_

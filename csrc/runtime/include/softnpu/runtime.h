@@ -129,6 +129,30 @@ SNPU_API snpuError_t snpuFree(void* ptr);
 SNPU_API snpuError_t snpuMallocHost(void** ptr, size_t size);
 SNPU_API snpuError_t snpuFreeHost(void* ptr);
 
+/* Virtual memory, as CUDA's cuMemAddressReserve / cuMemMap / cuMemUnmap: an address range of a device is reserved
+ * with no memory behind it, then memory is mapped into it and unmapped from it in pages of the granularity, so an
+ * allocation grows and shrinks in place. Mapped pages are accounted against the device's capacity (and in
+ * snpuDeviceStats.memory_in_use) as snpuMalloc'd memory is; a reservation costs no capacity. Every pointer of a
+ * reservation is device memory of its device (snpuPointerGetAttributes gives the reservation as base and size);
+ * device code touching an unmapped page of it faults, as on hardware. */
+
+/* SYNC. The granularity of snpuMemMap / snpuMemUnmap: their offsets and sizes are multiples of it. */
+SNPU_API snpuError_t snpuMemGetGranularity(size_t* granularity);
+/* SYNC. Reserves size bytes (a positive multiple of the granularity) of addresses on the current device, none
+ * mapped. snpuErrorMemoryAllocation if the host has no such address range. */
+SNPU_API snpuError_t snpuMemAddressReserve(void** ptr, size_t size);
+/* SYNC. Maps fresh zeroed memory at [ptr, ptr + size) of a reservation, accounted against its device's capacity:
+ * snpuErrorMemoryAllocation (nothing mapped) beyond it; snpuErrorInvalidValue if the range is not aligned to the
+ * granularity, leaves the reservation or holds a page already mapped. */
+SNPU_API snpuError_t snpuMemMap(void* ptr, size_t size);
+/* SYNC. Unmaps [ptr, ptr + size) of a reservation, returning its memory to the device's capacity. Waits first for
+ * all work on the owning device (as snpuFree), so queued kernels never see the pages go. snpuErrorInvalidValue if
+ * the range is not aligned or holds a page that is not mapped. */
+SNPU_API snpuError_t snpuMemUnmap(void* ptr, size_t size);
+/* SYNC. Releases the reservation starting at ptr, unmapping what is still mapped (waiting for the device's work
+ * first, as snpuFree). */
+SNPU_API snpuError_t snpuMemAddressFree(void* ptr);
+
 typedef enum snpuMemoryType {
   snpuMemoryTypeUnregistered = 0, /* ordinary (pageable) host memory */
   snpuMemoryTypeHost = 1,         /* pinned host memory from snpuMallocHost */
@@ -270,7 +294,7 @@ SNPU_API snpuError_t snpuActivityDrain(snpuActivityRecord* out, size_t capacity,
 /* ---------------------------------------------------------------- statistics */
 
 typedef struct snpuDeviceStats {
-  uint64_t memory_in_use;     /* bytes of device memory this process holds (snpuMalloc'd) */
+  uint64_t memory_in_use;     /* bytes of device memory this process holds (snpuMalloc'd or snpuMemMap'ped) */
   uint64_t memory_peak;       /* peak of memory_in_use */
   uint64_t kernels_launched;  /* kernels and copies enqueued */
   uint64_t kernels_completed;
