@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import MiB, run_python
+from conftest import MiB, run_many, run_python
 
 
 def test_memory_fraction_is_enforced():
@@ -253,3 +253,69 @@ def test_mem_pool_routes_only_the_calling_thread():
     inside = lambda t: any(s["address"] <= t.data_ptr() < s["address"] + s["total_size"] for s in pool.snapshot())
     assert inside(mine) and not inside(other["t"])
     del mine, pool
+
+
+ALLOC_CONF_PROBE = """
+import os, torch, torch_npu
+MiB = 1 << 20
+torch.ones(1, device="npu")
+def allocated(n):
+    before = torch.npu.memory_allocated()
+    t = torch.empty(n, dtype=torch.uint8, device="npu")
+    return (torch.npu.memory_allocated() - before, t)
+small, t1 = allocated(1000)
+large, t2 = allocated(5 * MiB)
+print("reserved", torch.npu.memory_reserved() // MiB)
+print("rounded", allocated(MiB + 1)[0], allocated(3 * MiB + 1)[0], allocated(9 * MiB + 1)[0])
+print("fraction", torch.npu.get_per_process_memory_fraction())
+try:
+    torch.empty(700 * MiB, dtype=torch.uint8, device="npu")
+    print("no OOM")
+except torch.OutOfMemoryError as e:
+    print("OOM", "allowed by set_per_process_memory_fraction" in str(e))
+threads = len(os.listdir("/proc/self/task"))
+p = torch.empty(1000, pin_memory=True)
+print("pinned threads", len(os.listdir("/proc/self/task")) - threads)
+"""
+
+
+def test_alloc_conf_keys_of_torch_npu():
+    default, configured = run_many([
+        (ALLOC_CONF_PROBE, {}),
+        (ALLOC_CONF_PROBE, {"PYTORCH_NPU_ALLOC_CONF": "segment_size_mb:4,large_segment_size_mb:32,"
+                                                      "per_process_memory_fraction:0.25,"
+                                                      "roundup_power2_divisions:[2:1,8:4,>:2],"
+                                                      "pinned_use_background_threads:True"}),
+    ])
+    MiB = 1 << 20
+    assert default.lines[0] == "reserved 22", default.describe()  # 2 MiB small segment + 20 MiB large one
+    assert default.lines[1] == f"rounded {MiB + 512} {3 * MiB + 512} {9 * MiB + 512}"
+    assert default.lines[2:4] == ["fraction 1.0", "no OOM"]
+    # segment_size_mb / large_segment_size_mb: the segments small and large blocks are carved from.
+    assert configured.lines[0] == "reserved 36", configured.describe()
+    # The list form: 512-byte rounding below 2 MiB, 4 divisions of each power of 2 up to 8 MiB, 2 above.
+    assert configured.lines[1] == f"rounded {MiB + 512} {3 * MiB + MiB // 2} {12 * MiB}"
+    # per_process_memory_fraction: 512 of the 2048 MiB, enforced as set_per_process_memory_fraction.
+    assert configured.lines[2:4] == ["fraction 0.25", "OOM True"]
+    # pinned_use_background_threads: a thread processes the pinned blocks' completed uses.
+    assert int(configured.lines[4].split()[-1]) == int(default.lines[4].split()[-1]) + 1
+
+
+@pytest.mark.parametrize("conf,why", [
+    ("segment_size_mb:0", "bad segment_size_mb"),
+    ("large_segment_size_mb:4", "bad large_segment_size_mb"),
+    ("per_process_memory_fraction:1.5", "bad per_process_memory_fraction"),
+    ("per_process_memory_fraction:x", "bad per_process_memory_fraction"),
+    ("pinned_use_background_threads:maybe", "bad pinned_use_background_threads"),
+    ("roundup_power2_divisions:[256:1,512:3]", "power of 2"),
+    ("roundup_power2_divisions:[300:1]", "not a power of 2"),
+    ("roundup_power2_divisions:[512:1,256:2]", "must increase"),
+    ("roundup_power2_divisions:[256:1,>:2", "no closing"),
+    ("roundup_power2_divisions:[256:1;>:2]", "bad roundup_power2_divisions"),
+    ("expandable_segments:yes", "bad expandable_segments"),
+])
+def test_alloc_conf_malformed_keys_are_clear_errors(conf, why):
+    r = run_python("import torch, torch_npu\ntry:\n    torch.ones(1, device='npu')\n"
+                   "except RuntimeError as e:\n    print(str(e).splitlines()[0])",
+                   env={"PYTORCH_NPU_ALLOC_CONF": conf})
+    assert "PYTORCH_NPU_ALLOC_CONF" in r.stdout and conf in r.stdout and why in r.stdout, r.describe()

@@ -35,8 +35,6 @@ namespace {
 
 constexpr size_t kMinBlockSize = 512;        // every request rounds up to this
 constexpr size_t kSmallSize = 1 << 20;       // requests up to this come from the small pool
-constexpr size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
-constexpr size_t kLargeBuffer = 20 << 20;    // segment size for large requests below kMinLargeAlloc
 constexpr size_t kMinLargeAlloc = 10 << 20;  // larger requests get a segment of their own
 constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
 
@@ -124,7 +122,7 @@ std::string format_size(uint64_t size) {
 
 size_t round_size(size_t size) {
   if (size < kMinBlockSize) return kMinBlockSize;
-  const size_t divisions = allocator_config().roundup_power2_divisions;
+  const size_t divisions = allocator_config().divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions) {
     // Round up to the next of `divisions` equal steps between two powers of two.
     const size_t pow2_floor = size_t(1) << (63 - __builtin_clzll(size));
@@ -135,8 +133,8 @@ size_t round_size(size_t size) {
 }
 
 size_t segment_size(size_t size) {
-  if (size <= kSmallSize) return kSmallBuffer;
-  if (size < kMinLargeAlloc) return kLargeBuffer;
+  if (size <= kSmallSize) return allocator_config().small_segment_size;
+  if (size < kMinLargeAlloc) return allocator_config().large_segment_size;
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
@@ -159,6 +157,8 @@ class DeviceAllocatorState {
   explicit DeviceAllocatorState(c10::DeviceIndex device)
       : device_(device), small_(true, nullptr), large_(false, nullptr) {
     stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
+    // PYTORCH_NPU_ALLOC_CONF's per_process_memory_fraction, as if set_per_process_memory_fraction had been called.
+    if (allocator_config().memory_fraction < 1) set_fraction(allocator_config().memory_fraction);
   }
 
   Block* malloc(size_t orig_size, snpuStream_t stream) {
@@ -363,7 +363,7 @@ class DeviceAllocatorState {
     // Oversize blocks are never split: a small request must not take one, and a large request takes one only if it
     // wastes less than a large segment.
     if (size < max_split && (*it)->size >= max_split) return nullptr;
-    if (size >= max_split && (*it)->size >= size + kLargeBuffer) return nullptr;
+    if (size >= max_split && (*it)->size >= size + allocator_config().large_segment_size) return nullptr;
     Block* b = *it;
     pool.blocks.erase(it);
     return b;

@@ -1,8 +1,8 @@
 // The caching device allocator, in the manner of CUDA's (c10/cuda/CUDACachingAllocator) and torch_npu's:
 //
-//  - Requests are rounded (512 bytes, or PYTORCH_NPU_ALLOC_CONF roundup_power2_divisions) and served from two pools:
-//    small (<= 1 MiB, carved from 2 MiB segments) and large (carved from 20 MiB segments, or an exact segment
-//    rounded to 2 MiB above 10 MiB). Blocks are split on allocation and merged with free neighbours on free.
+//  - Requests are rounded (512 bytes, or PYTORCH_NPU_ALLOC_CONF roundup_power2_divisions per size range) and served
+//    from two pools: small (<= 1 MiB, carved from 2 MiB segments: segment_size_mb) and large (carved from 20 MiB
+//    segments: large_segment_size_mb, or an exact segment rounded to 2 MiB above 10 MiB). Blocks are split on allocation and merged with free neighbours on free.
 //  - Free lists are per stream. A block freed by the host goes back to its stream's free list at once: work queued
 //    later on that stream runs after the work that used the block, so reuse is safe without waiting. If the block was
 //    used on other streams (record_stream), it returns only after events recorded on those streams complete.

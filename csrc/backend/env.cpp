@@ -2,9 +2,12 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/env.h"
 
@@ -22,6 +25,27 @@ auto parse_or_throw(F&& f) {
   }
 }
 
+bool is_pow2(long long v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// The items of a key:value list: commas inside [...] belong to the value (roundup_power2_divisions' list form).
+std::vector<std::string> split_items(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      items.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  items.push_back(item);
+  return items;
+}
+
 AllocatorConfig parse_allocator_config() {
   AllocatorConfig cfg;
   const char* raw = env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF);
@@ -30,39 +54,94 @@ AllocatorConfig parse_allocator_config() {
   auto bad = [&](const std::string& why) {
     env::fail(env::Var::PYTORCH_NPU_ALLOC_CONF, text,
               "comma-separated key:value pairs among max_split_size_mb:N (N > 20), "
-              "garbage_collection_threshold:F (0 < F < 1), roundup_power2_divisions:N (a power of 2 up to 64); " +
+              "garbage_collection_threshold:F (0 < F < 1), roundup_power2_divisions:N (a power of 2 up to 64) or "
+              "[MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
+              "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F "
+              "(0 < F <= 1), pinned_use_background_threads:B (B True or False); " +
                   why);
   };
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
-    size_t colon = item.find(':');
-    if (colon == std::string::npos) bad("'" + item + "' has no ':'");
-    std::string key = item.substr(0, colon), value = item.substr(colon + 1);
+  auto to_int = [&](const std::string& key, const std::string& value) {
     char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end || errno == ERANGE) bad("bad " + key + " '" + value + "'");
+    return v;
+  };
+  auto to_bool = [&](const std::string& key, const std::string& value) {
+    if (value == "True" || value == "true" || value == "1") return true;
+    if (value == "False" || value == "false" || value == "0") return false;
+    bad("bad " + key + " '" + value + "'");
+    return false;
+  };
+  auto divisions = [&](const std::string& value, bool zero_allowed) {
+    const long long d = to_int("roundup_power2_divisions", value);
+    if (!((zero_allowed && d == 0) || (is_pow2(d) && d <= 64)))
+      bad("bad roundup_power2_divisions '" + value + "' (divisions must be a power of 2 up to 64)");
+    return static_cast<size_t>(d);
+  };
+  for (const std::string& item : split_items(text)) {
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) bad("'" + item + "' has no ':'");
+    const std::string key = item.substr(0, colon), value = item.substr(colon + 1);
     if (key == "max_split_size_mb") {
-      long long mb = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || mb <= 20) bad("bad max_split_size_mb");
+      const long long mb = to_int(key, value);
+      if (mb <= 20) bad("bad max_split_size_mb");
       cfg.max_split_size = static_cast<size_t>(mb) << 20;
     } else if (key == "garbage_collection_threshold") {
-      double t = std::strtod(value.c_str(), &end);
+      char* end = nullptr;
+      const double t = std::strtod(value.c_str(), &end);
       if (value.empty() || *end || !(t > 0 && t < 1)) bad("bad garbage_collection_threshold");
       cfg.garbage_collection_threshold = t;
+    } else if (key == "roundup_power2_divisions" && !value.empty() && value.front() == '[') {
+      if (value.back() != ']') bad("roundup_power2_divisions' list has no closing ']'");
+      // Each MiB:N covers the sizes from the previous boundary up to MiB; >:N every size from the last boundary on.
+      size_t from = 0;
+      bool open_end = false;
+      for (const std::string& entry : split_items(value.substr(1, value.size() - 2))) {
+        const size_t c = entry.find(':');
+        if (c == std::string::npos || open_end) bad("bad roundup_power2_divisions entry '" + entry + "'");
+        const std::string bound = entry.substr(0, c);
+        const size_t d = divisions(entry.substr(c + 1), true);
+        size_t to = AllocatorConfig::kRoundupIntervals;
+        if (bound == ">") {
+          open_end = true;
+        } else {
+          const long long mib = to_int("roundup_power2_divisions boundary", bound);
+          if (!is_pow2(mib)) bad("roundup_power2_divisions boundary '" + bound + "' is not a power of 2 (MiB)");
+          to = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(static_cast<uint64_t>(mib))),
+                                AllocatorConfig::kRoundupIntervals);
+          if (to <= from && from > 0) bad("roundup_power2_divisions boundaries must increase");
+        }
+        for (size_t i = from; i < to; ++i) cfg.roundup_power2_divisions[i] = d;
+        from = to;
+      }
     } else if (key == "roundup_power2_divisions") {
-      long long d = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end || d < 1 || d > 64 || (d & (d - 1))) bad("bad roundup_power2_divisions");
-      cfg.roundup_power2_divisions = static_cast<size_t>(d);
+      const size_t d = divisions(value, false);
+      for (size_t& v : cfg.roundup_power2_divisions) v = d;
     } else if (key == "expandable_segments") {
-      // Accepted for compatibility with scripts written for CUDA; the software device has no virtual memory
-      // mapping to expand, so only False is meaningful.
-      if (value != "False" && value != "false" && value != "0") bad("expandable_segments is not supported");
+      cfg.expandable_segments = to_bool(key, value);
+    } else if (key == "segment_size_mb") {
+      const long long mb = to_int(key, value);
+      if (mb < 1 || mb > (1 << 20)) bad("bad segment_size_mb (a small segment holds blocks up to 1 MiB)");
+      cfg.small_segment_size = static_cast<size_t>(mb) << 20;
+    } else if (key == "large_segment_size_mb") {
+      const long long mb = to_int(key, value);
+      if (mb < 10 || mb > (1 << 20)) bad("bad large_segment_size_mb (a large segment holds requests up to 10 MiB)");
+      cfg.large_segment_size = static_cast<size_t>(mb) << 20;
+    } else if (key == "per_process_memory_fraction") {
+      char* end = nullptr;
+      const double f = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(f > 0 && f <= 1)) bad("bad per_process_memory_fraction");
+      cfg.memory_fraction = f;
+    } else if (key == "pinned_use_background_threads") {
+      cfg.pinned_use_background_threads = to_bool(key, value);
     } else {
       bad("unknown key '" + key + "'");
     }
   }
+  if (cfg.max_split_size != SIZE_MAX && cfg.max_split_size < cfg.large_segment_size)
+    bad("max_split_size_mb is below large_segment_size_mb");
   return cfg;
 }
 

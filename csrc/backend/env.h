@@ -8,11 +8,26 @@
 
 namespace softnpu {
 
-// PYTORCH_NPU_ALLOC_CONF, with the meaning of the same keys in PYTORCH_CUDA_ALLOC_CONF.
+// PYTORCH_NPU_ALLOC_CONF, with the meaning of the same keys in PYTORCH_CUDA_ALLOC_CONF and torch_npu.
 struct AllocatorConfig {
+  // roundup_power2_divisions has a value per power-of-2 interval of request sizes, as c10's: interval 0 holds sizes
+  // below 2 MiB, interval i sizes in [2^(20+i), 2^(21+i)), the last everything above.
+  static constexpr size_t kRoundupIntervals = 16;
+
   size_t max_split_size = SIZE_MAX;         // max_split_size_mb: blocks above it are never split
   double garbage_collection_threshold = 0;  // fraction of capacity above which unused cached blocks are released
-  size_t roundup_power2_divisions = 0;      // round requests up to power-of-2 divisions (0: 512-byte rounding)
+  size_t roundup_power2_divisions[kRoundupIntervals] = {};  // per interval; 0 or 1: 512-byte rounding
+  size_t small_segment_size = 2 << 20;   // segment_size_mb: the segments small (<= 1 MiB) blocks are carved from
+  size_t large_segment_size = 20 << 20;  // large_segment_size_mb: the segments of large requests below 10 MiB
+  double memory_fraction = 1;            // per_process_memory_fraction: the initial set_per_process_memory_fraction
+  bool pinned_use_background_threads = false;  // completed pinned-memory uses are processed by a thread of their own
+  bool expandable_segments = false;  // one segment per stream and pool that grows in place (runtime virtual memory)
+
+  size_t divisions_for(size_t size) const {
+    const size_t log2 = 63 - static_cast<size_t>(__builtin_clzll(size | 1));
+    const size_t i = log2 > 20 ? log2 - 20 : 0;
+    return roundup_power2_divisions[i < kRoundupIntervals ? i : kRoundupIntervals - 1];
+  }
 };
 
 const AllocatorConfig& allocator_config();

@@ -3,6 +3,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 
 #include "backend/device.h"
+#include "backend/env.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -62,6 +63,9 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
   c10::Stream get_current_stream() const override { return getCurrentNPUStream(); }
 
   bool stream_is_capturing(c10::Stream) const override { return false; }
+
+  // PYTORCH_NPU_ALLOC_CONF's pinned_use_background_threads (c10 reads only its own variables).
+  bool pinned_use_background_threads() override { return allocator_config().pinned_use_background_threads; }
 };
 
 DECLARE_HOST_ALLOCATOR(NPUPinnedAllocator, PinnedAllocatorImpl, free_pinned, g_pinned_allocator)

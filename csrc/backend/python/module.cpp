@@ -208,8 +208,9 @@ py::dict snapshot_dict(c10::MempoolId_t pool) {
   settings["PYTORCH_NPU_ALLOC_CONF"] = env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF) ? env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF) : "";
   settings["max_split_size"] = cfg.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(cfg.max_split_size);
   settings["garbage_collection_threshold"] = cfg.garbage_collection_threshold;
-  settings["roundup_power2_divisions"] = cfg.roundup_power2_divisions;
-  settings["expandable_segments"] = false;
+  settings["roundup_power2_divisions"] =
+      std::vector<size_t>(std::begin(cfg.roundup_power2_divisions), std::end(cfg.roundup_power2_divisions));
+  settings["expandable_segments"] = cfg.expandable_segments;
   py::dict out;
   out["segments"] = segments;
   out["device_traces"] = device_traces;
