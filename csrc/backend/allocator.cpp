@@ -40,6 +40,7 @@ constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
 
 struct BlockPool;
 struct PrivatePool;
+struct ExpandableSegment;
 
 struct Block {
   c10::DeviceIndex device;
@@ -54,6 +55,8 @@ struct Block {
   std::vector<snpuStream_t> stream_uses;  // other streams the block was used on (record_stream)
   int event_count = 0;                    // events still pending before the block can be reused
   std::shared_ptr<c10::GatheredContext> context;  // the stack that allocated it (while recording history)
+  ExpandableSegment* segment = nullptr;  // the expandable segment it is part of (expandable_segments:True)
+  bool mapped = true;  // false: a free range of an expandable segment with no memory behind it (never in a pool)
 
   Block(c10::DeviceIndex d, snpuStream_t s, size_t sz, BlockPool* p, void* ptr_)
       : device(d), stream(s), size(sz), pool(p), ptr(ptr_) {}
@@ -81,6 +84,19 @@ struct PrivatePool {
   BlockPool large;
   size_t segments = 0;
   bool released = false;
+};
+
+// expandable_segments:True: one address range per stream and pool, reserved from the runtime (as large as the device),
+// covered by blocks from its start to `end`. Pages are mapped when the segment grows at its end (or into an unmapped
+// hole) and unmapped where whole pages are free, so reserved memory follows allocated memory without fragmenting.
+struct ExpandableSegment {
+  char* base;
+  size_t reserved;  // bytes of addresses
+  size_t end = 0;   // the blocks cover [base, base + end)
+  size_t granularity;
+  BlockPool* pool;
+  snpuStream_t stream;
+  Block* head = nullptr;
 };
 
 c10::MempoolId_t pool_id(const BlockPool& pool) { return pool.owner ? pool.owner->id : c10::MempoolId_t{0, 0}; }
@@ -169,7 +185,11 @@ class DeviceAllocatorState {
     PrivatePool* priv = pool_of_this_thread();
     BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
     Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
-    if (!block) block = new_segment(pool, size, stream, orig_size, lock);
+    if (!block) {
+      block = allocator_config().expandable_segments && !no_memory_caching()
+                  ? expand(pool, size, stream, orig_size, lock)
+                  : new_segment(pool, size, stream, orig_size, lock);
+    }
     return take(block, pool, size, orig_size, std::move(context));
   }
 
@@ -325,28 +345,36 @@ class DeviceAllocatorState {
     std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
     for (Block* head : heads) {
       if (filter != c10::MempoolId_t{0, 0} && pool_id(*head->pool) != filter) continue;
-      c10::CachingDeviceAllocator::SegmentInfo seg;
-      seg.device = device_;
-      seg.address = reinterpret_cast<size_t>(head->ptr);
-      seg.stream = head->stream;
-      seg.is_large = !head->pool->is_small;
-      seg.owner_private_pool_id = pool_id(*head->pool);
-      for (Block* b = head; b; b = b->next) {
-        c10::CachingDeviceAllocator::BlockInfo bi;
-        bi.size = b->size;
-        bi.requested_size = b->requested_size;
-        bi.allocated = b->allocated;
-        bi.active = b->allocated || b->event_count > 0;
-        bi.context_when_allocated = b->context;
-        seg.total_size += b->size;
-        if (b->allocated) {
-          seg.allocated_size += b->size;
-          seg.requested_size += b->requested_size;
+      // An expandable segment is reported as one segment per mapped range, as c10 does.
+      for (Block* first = head; first;) {
+        while (first && !first->mapped) first = first->next;
+        if (!first) break;
+        c10::CachingDeviceAllocator::SegmentInfo seg;
+        seg.device = device_;
+        seg.address = reinterpret_cast<size_t>(first->ptr);
+        seg.stream = first->stream;
+        seg.is_large = !first->pool->is_small;
+        seg.is_expandable = first->segment != nullptr;
+        seg.owner_private_pool_id = pool_id(*first->pool);
+        Block* b = first;
+        for (; b && b->mapped; b = b->next) {
+          c10::CachingDeviceAllocator::BlockInfo bi;
+          bi.size = b->size;
+          bi.requested_size = b->requested_size;
+          bi.allocated = b->allocated;
+          bi.active = b->allocated || b->event_count > 0;
+          bi.context_when_allocated = b->context;
+          seg.total_size += b->size;
+          if (b->allocated) {
+            seg.allocated_size += b->size;
+            seg.requested_size += b->requested_size;
+          }
+          if (bi.active) seg.active_size += b->size;
+          seg.blocks.push_back(bi);
         }
-        if (bi.active) seg.active_size += b->size;
-        seg.blocks.push_back(bi);
+        into.segments.push_back(std::move(seg));
+        first = b;
       }
-      into.segments.push_back(std::move(seg));
     }
     record_trace(TraceEntry::SNAPSHOT, nullptr, 0, nullptr, {0, 0}, nullptr);
     std::vector<TraceEntry> history(trace_.begin() + static_cast<std::ptrdiff_t>(trace_next_), trace_.end());
@@ -442,6 +470,214 @@ class DeviceAllocatorState {
     // No stack of its own (gathering under the lock could wait for the GIL): the alloc event right after has it.
     record_trace(TraceEntry::SEGMENT_ALLOC, ptr, alloc_size, stream, pool_id(pool), nullptr);
     return block;
+  }
+
+  // expandable_segments:True. A block of at least `size` for the pool and stream, grown from their segment, or
+  // OutOfMemoryError after releasing the cache and retrying (as new_segment).
+  Block* expand(BlockPool& pool, size_t size, snpuStream_t stream, size_t orig_size,
+                std::unique_lock<std::mutex>& lock) {
+    Block* block = grow(pool, size, stream);
+    if (!block) {
+      ++stats_.num_alloc_retries;
+      synchronize_pending();
+      release_all_cached();
+      block = grow(pool, size, stream);
+    }
+    if (!block) {
+      ++stats_.num_ooms;
+      raise_oom(orig_size, size, stream, pool_id(pool), lock);
+    }
+    return block;
+  }
+
+  // The segment's free pages go back to the device first (the request did not fit in them, and what is unmapped
+  // costs nothing); then the first unmapped hole that fits is mapped, or the segment grows at its end (extending a
+  // free last block). Returns a free block outside the pool, counted as a pool block would be; null when the
+  // device (or the memory fraction) has no room.
+  Block* grow(BlockPool& pool, size_t size, snpuStream_t stream) {
+    if (auto it = expandable_.find({&pool, stream}); it != expandable_.end()) unmap_free(*it->second);
+    ExpandableSegment& seg = segment_for(pool, stream);
+    const size_t g = seg.granularity;
+    const size_t need = (size + g - 1) / g * g;
+    for (Block* b = seg.head; b; b = b->next) {
+      if (b->mapped || b->size < need) continue;
+      Block* target = b->size > need ? split_front(b, need) : b;
+      if (!map_pages(seg, target->ptr, need)) {
+        if (target != b) join(target, b);
+        return nullptr;
+      }
+      target->mapped = true;
+      count_inactive(target, +1);
+      return target;
+    }
+    Block* tail = seg.head;
+    while (tail && tail->next) tail = tail->next;
+    const bool extend = tail && tail->mapped && !tail->allocated && tail->event_count == 0;
+    const size_t missing = extend ? size - std::min(size, tail->size) : size;
+    const size_t grow_by = (missing + g - 1) / g * g;
+    if (seg.end + grow_by > seg.reserved) return nullptr;
+    if (grow_by > 0 && !map_pages(seg, seg.base + seg.end, grow_by)) return nullptr;
+    seg.end += grow_by;
+    if (extend) {
+      pool.blocks.erase(tail);
+      count_inactive(tail, -1);
+      tail->size += grow_by;
+      count_inactive(tail, +1);
+      return tail;
+    }
+    Block* block = new Block(device_, stream, grow_by, &pool, seg.base + seg.end - grow_by);
+    block->segment = &seg;
+    if (tail) {
+      tail->next = block;
+      block->prev = tail;
+    } else {
+      seg.head = block;
+      segments_.insert(block);
+    }
+    count_inactive(block, +1);
+    return block;
+  }
+
+  ExpandableSegment& segment_for(BlockPool& pool, snpuStream_t stream) {
+    auto& slot = expandable_[{&pool, stream}];
+    if (slot) return *slot;
+    size_t free_bytes = 0, total = 0, granularity = 0;
+    void* base = nullptr;
+    int prev = 0;
+    snpuGetDevice(&prev);
+    snpuSetDevice(device_);
+    snpuError_t err = snpuMemGetInfo(device_, &free_bytes, &total);
+    if (err == snpuSuccess) err = snpuMemGetGranularity(&granularity);
+    // Addresses for the whole device: the segment can grow to its capacity.
+    if (err == snpuSuccess) err = snpuMemAddressReserve(&base, (total + granularity - 1) / granularity * granularity);
+    snpuSetDevice(prev);
+    if (err != snpuSuccess) {
+      expandable_.erase({&pool, stream});
+      NPU_CHECK(err);
+    }
+    slot.reset(new ExpandableSegment{static_cast<char*>(base), (total + granularity - 1) / granularity * granularity,
+                                     0, granularity, &pool, stream, nullptr});
+    for_stats(stat_types_for(pool), [&](size_t i) { stats_.segment[i].increase(1); });
+    if (pool.owner) ++pool.owner->segments;
+    return *slot;
+  }
+
+  // Unmaps every whole free page of the segment (a free block keeps the partial pages at its ends, which it shares
+  // with its neighbours), drops an unmapped end, and releases the segment once nothing is left.
+  void unmap_free(ExpandableSegment& seg) {
+    const size_t g = seg.granularity;
+    std::vector<Block*> free_blocks;
+    for (Block* b = seg.head; b; b = b->next)
+      if (b->mapped && !b->allocated && b->event_count == 0) free_blocks.push_back(b);
+    for (Block* b : free_blocks) {
+      const size_t off = static_cast<size_t>(static_cast<char*>(b->ptr) - seg.base);
+      const size_t lo = (off + g - 1) / g * g, hi = (off + b->size) / g * g;
+      if (hi <= lo) continue;
+      seg.pool->blocks.erase(b);
+      count_inactive(b, -1);
+      unmap_pages(seg, seg.base + lo, hi - lo);
+      std::vector<Block*> remnants;
+      if (lo > off) remnants.push_back(split_front(b, lo - off));
+      Block* hole = b;
+      if (b->size > hi - lo) {
+        hole = split_front(b, hi - lo);
+        remnants.push_back(b);
+      }
+      hole->mapped = false;
+      if (hole->prev && !hole->prev->mapped) {
+        Block* before = hole->prev;
+        join(before, hole);
+        hole = before;
+      }
+      if (hole->next && !hole->next->mapped) join(hole, hole->next);
+      for (Block* r : remnants) {
+        seg.pool->blocks.insert(r);
+        count_inactive(r, +1);
+      }
+    }
+    Block* tail = seg.head;
+    while (tail && tail->next) tail = tail->next;
+    if (tail && !tail->mapped) {
+      seg.end -= tail->size;
+      if (Block* before = tail->prev) {
+        const bool pooled = before->mapped && !before->allocated && before->event_count == 0;
+        if (pooled) count_inactive(before, -1);
+        before->next = nullptr;
+        if (pooled) count_inactive(before, +1);
+      } else {
+        segments_.erase(tail);
+        seg.head = nullptr;
+      }
+      delete tail;
+    }
+    if (!seg.head) {
+      NPU_CHECK(snpuMemAddressFree(seg.base));
+      for_stats(stat_types_for(*seg.pool), [&](size_t i) { stats_.segment[i].decrease(1); });
+      if (seg.pool->owner) --seg.pool->owner->segments;
+      expandable_.erase({seg.pool, seg.stream});  // destroys seg
+    }
+  }
+
+  bool map_pages(ExpandableSegment& seg, void* ptr, size_t bytes) {
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    if (allowed_ != SIZE_MAX && stats_.reserved_bytes[agg].current + bytes > allowed_) return false;
+    const snpuError_t err = snpuMemMap(ptr, bytes);
+    if (err == snpuErrorMemoryAllocation) return false;
+    NPU_CHECK(err);
+    ++stats_.num_device_alloc;
+    for_stats(stat_types_for(*seg.pool), [&](size_t i) { stats_.reserved_bytes[i].increase(bytes); });
+    record_trace(TraceEntry::SEGMENT_MAP, ptr, bytes, seg.stream, pool_id(*seg.pool), nullptr);
+    return true;
+  }
+
+  // snpuMemUnmap waits for the device's queued work, which may still use the pages (stream-ordered reuse).
+  void unmap_pages(ExpandableSegment& seg, void* ptr, size_t bytes) {
+    NPU_CHECK(snpuMemUnmap(ptr, bytes));
+    ++stats_.num_device_free;
+    for_stats(stat_types_for(*seg.pool), [&](size_t i) { stats_.reserved_bytes[i].decrease(bytes); });
+    record_trace(TraceEntry::SEGMENT_UNMAP, ptr, bytes, seg.stream, pool_id(*seg.pool), nullptr);
+  }
+
+  // A new block of the first n bytes of b (outside any pool), linked before it.
+  Block* split_front(Block* b, size_t n) {
+    Block* front = new Block(device_, b->stream, n, b->pool, b->ptr);
+    front->segment = b->segment;
+    front->mapped = b->mapped;
+    front->prev = b->prev;
+    front->next = b;
+    if (front->prev) {
+      front->prev->next = front;
+    } else {
+      segments_.erase(b);
+      segments_.insert(front);
+      if (b->segment) b->segment->head = front;
+    }
+    b->prev = front;
+    b->ptr = static_cast<char*>(b->ptr) + n;
+    b->size -= n;
+    return front;
+  }
+
+  // Absorbs next (a neighbour outside any pool) into b.
+  void join(Block* b, Block* next) {
+    b->size += next->size;
+    b->next = next->next;
+    if (b->next) b->next->prev = b;
+    delete next;
+  }
+
+  // A free block of a split segment counts in inactive_split (as take and release_to_pool keep it).
+  void count_inactive(Block* b, int sign) {
+    if (!b->is_split()) return;
+    for_stats(stat_types_for(*b->pool), [&](size_t i) {
+      if (sign > 0) {
+        stats_.inactive_split[i].increase(1);
+        stats_.inactive_split_bytes[i].increase(b->size);
+      } else {
+        stats_.inactive_split[i].decrease(1);
+        stats_.inactive_split_bytes[i].decrease(b->size);
+      }
+    });
   }
 
   snpuError_t device_malloc(void** ptr, size_t size) {
@@ -548,7 +784,7 @@ class DeviceAllocatorState {
     int64_t inactive_delta = 0;
     int64_t inactive_bytes_delta = 0;
     for (Block* neighbour : {block->prev, block->next}) {
-      if (!neighbour || neighbour->allocated || neighbour->event_count > 0) continue;
+      if (!neighbour || neighbour->allocated || neighbour->event_count > 0 || !neighbour->mapped) continue;
       const size_t absorbed = merge(block, neighbour, pool);
       inactive_delta -= 1;
       inactive_bytes_delta -= static_cast<int64_t>(absorbed);
@@ -578,7 +814,10 @@ class DeviceAllocatorState {
       block->prev = neighbour->prev;
       if (block->prev) block->prev->next = block;
       segments_.erase(neighbour);
-      if (!block->prev) segments_.insert(block);
+      if (!block->prev) {
+        segments_.insert(block);
+        if (block->segment) block->segment->head = block;
+      }
     } else {
       block->next = neighbour->next;
       if (block->next) block->next->prev = block;
@@ -592,9 +831,15 @@ class DeviceAllocatorState {
 
   // Returns every whole free segment of the pool to the runtime.
   void release_cached(BlockPool& pool) {
+    if (!expandable_.empty()) {
+      std::vector<ExpandableSegment*> mine;
+      for (auto& [key, seg] : expandable_)
+        if (key.first == &pool) mine.push_back(seg.get());
+      for (ExpandableSegment* seg : mine) unmap_free(*seg);
+    }
     for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
       Block* b = *it;
-      if (b->is_split()) {
+      if (b->is_split() || b->segment) {
         ++it;
         continue;
       }
@@ -677,6 +922,7 @@ class DeviceAllocatorState {
   BlockPool small_;
   BlockPool large_;
   std::set<Block*> segments_;  // first block of every segment
+  std::map<std::pair<BlockPool*, snpuStream_t>, std::unique_ptr<ExpandableSegment>> expandable_;
   std::deque<std::pair<snpuEvent_t, Block*>> pending_;
   std::vector<snpuEvent_t> free_events_;
   DeviceStats stats_;

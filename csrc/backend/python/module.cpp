@@ -161,8 +161,8 @@ py::dict snapshot_dict(c10::MempoolId_t pool) {
     s["requested_size"] = seg.requested_size;
     s["stream"] = reinterpret_cast<uintptr_t>(seg.stream);
     s["segment_type"] = seg.is_large ? "large" : "small";
+    s["is_expandable"] = seg.is_expandable;
     s["segment_pool_id"] = py::make_tuple(seg.owner_private_pool_id.first, seg.owner_private_pool_id.second);
-    s["expandable"] = false;
     s["frames"] = py::list();
     py::list blocks;
     size_t address = seg.address;
