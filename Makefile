@@ -86,6 +86,7 @@ bench: runtime build
 	@mkdir -p benchmarks/results
 	build/runtime/csrc/runtime/bench/runtime_bench --json benchmarks/results/runtime.json
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/fragmentation.py
 
 demo: build
 	$(PY) examples/demo.py

@@ -319,3 +319,55 @@ def test_alloc_conf_malformed_keys_are_clear_errors(conf, why):
                    "except RuntimeError as e:\n    print(str(e).splitlines()[0])",
                    env={"PYTORCH_NPU_ALLOC_CONF": conf})
     assert "PYTORCH_NPU_ALLOC_CONF" in r.stdout and conf in r.stdout and why in r.stdout, r.describe()
+
+
+FRAGMENTATION = """
+import torch, torch_npu
+MiB = 1 << 20
+kept = [torch.full((16 * MiB,), i, dtype=torch.uint8, device="npu") for i in range(8)]
+del kept[::2]
+grown = [torch.full((32 * MiB,), 10 + i, dtype=torch.uint8, device="npu") for i in range(4)]
+ok = all((t.cpu() == v).all().item() for t, v in zip(kept + grown, [1, 3, 5, 7, 10, 11, 12, 13]))
+segments = torch.npu.memory._snapshot()["segments"]
+print(ok, torch.npu.max_memory_reserved(), torch.npu.max_memory_allocated(), torch.npu.memory_reserved(),
+      all(s["is_expandable"] for s in segments), sum(s["total_size"] for s in segments))
+del kept, grown
+torch.npu.empty_cache()
+print(torch.npu.memory_reserved(), torch.npu.memory_stats()["segment.all.current"])
+"""
+
+
+def test_expandable_segments_do_not_fragment():
+    plain, expandable = run_many([(FRAGMENTATION, {}),
+                                  (FRAGMENTATION, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})])
+    granularity = 2 * MiB
+    ok, peak_reserved, peak_allocated, reserved, all_expandable, in_segments = expandable.lines[0].split()
+    assert ok == "True" and all_expandable == "True", expandable.describe()
+    rounded_peak = -(-int(peak_allocated) // granularity) * granularity
+    assert int(peak_reserved) <= rounded_peak, expandable.describe()
+    assert int(in_segments) == int(reserved)  # the snapshot's segments are the mapped memory
+    assert expandable.lines[1] == "0 0"  # empty_cache unmapped everything and released the segment
+    # Without expandable segments the freed 16 MiB segments cannot hold 32 MiB blocks: reserved grows past the peak.
+    ok, peak_reserved, peak_allocated, *_ = plain.lines[0].split()
+    assert ok == "True" and int(peak_reserved) >= int(peak_allocated) + 64 * MiB, plain.describe()
+
+
+def test_expandable_segment_grows_in_place_and_shrinks_on_empty_cache():
+    code = """
+import torch, torch_npu
+MiB = 1 << 20
+a = torch.ones(4 * MiB, dtype=torch.uint8, device="npu")
+b = torch.full((5 * MiB,), 2, dtype=torch.uint8, device="npu")
+s1 = [(s["address"], s["total_size"]) for s in torch.npu.memory._snapshot()["segments"] if s["segment_type"] == "large"]
+print(len(s1), b.data_ptr() == a.data_ptr() + 4 * MiB, torch.npu.memory_reserved() // MiB)
+del b
+torch.npu.empty_cache()   # the free end is unmapped, a stays
+print(torch.npu.memory_reserved() // MiB, a.sum().item() == 4 * MiB)
+try:
+    torch.empty(3000 * MiB, dtype=torch.uint8, device="npu")
+except torch.OutOfMemoryError as e:
+    print("OOM", a.sum().item() == 4 * MiB)
+"""
+    r = run_python(code, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
+    # One large segment: b was mapped right after a (5 MiB in whole 2 MiB pages); its pages go on empty_cache.
+    assert r.lines == ["1 True 10", "4 True", "OOM True"], r.describe()
