@@ -371,3 +371,41 @@ except torch.OutOfMemoryError as e:
     r = run_python(code, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
     # One large segment: b was mapped right after a (5 MiB in whole 2 MiB pages); its pages go on empty_cache.
     assert r.lines == ["1 True 10", "4 True", "OOM True"], r.describe()
+
+
+def test_expandable_segments_under_a_random_workload_keep_data_and_statistics():
+    code = """
+import random, torch, torch_npu
+MiB = 1 << 20
+random.seed(0)
+side = torch.npu.Stream()
+live = []
+for i in range(1500):
+    if live and random.random() < 0.45:
+        t = live.pop(random.randrange(len(live)))
+        if random.random() < 0.1:
+            t.record_stream(side)
+        del t
+    else:
+        n = random.choice([100, 4000, 300_000, 1_500_000, 3 * MiB, 12 * MiB, 25 * MiB])
+        with torch.npu.stream(side if random.random() < 0.2 else torch.npu.current_stream()):
+            live.append(torch.full((n,), i % 250, dtype=torch.uint8, device="npu"))
+    if i % 400 == 0:
+        torch.npu.empty_cache()
+torch.npu.synchronize()
+print(all((t.cpu() == t[0].item()).all().item() for t in live))
+segments = torch.npu.memory._snapshot()["segments"]
+print(sum(s["total_size"] for s in segments) == torch.npu.memory_reserved(),
+      sum(s["allocated_size"] for s in segments) == torch.npu.memory_allocated())
+pool = torch.npu.MemPool()
+with torch.npu.use_mem_pool(pool):
+    inside = torch.full((5 * MiB,), 9, dtype=torch.uint8, device="npu")
+print(all(s["is_expandable"] for s in pool.snapshot()), inside.sum().item() == 45 * MiB)
+del live, inside, pool
+torch.npu.synchronize()
+torch.npu.empty_cache()
+print({k: v for k, v in torch.npu.memory_stats().items() if k.endswith(".current") and v != 0},
+      torch.npu.mem_get_info()[0] == torch.npu.mem_get_info()[1])
+"""
+    r = run_python(code, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
+    assert r.lines == ["True", "True True", "True True", "{} True"], r.describe()

@@ -733,6 +733,7 @@ class DeviceAllocatorState {
     const bool already_split = block->is_split();
     if (split) {
       Block* rest = new Block(device_, block->stream, remaining, &pool, static_cast<char*>(block->ptr) + size);
+      rest->segment = block->segment;
       rest->prev = block;
       rest->next = block->next;
       if (rest->next) rest->next->prev = rest;

@@ -15,6 +15,8 @@
 //    pool's own blocks; a released pool returns its segments to the device as soon as they are free.
 //  - set_per_process_memory_fraction caps the reserved memory of a device: beyond it, OutOfMemoryError.
 //  - PYTORCH_NO_NPU_MEMORY_CACHING=1: every block is a segment of its own, returned to the device when freed.
+//  - expandable_segments:True: one segment per stream and pool, an address range reserved from the runtime that grows
+//    by mapping pages (snpuMemMap); whole free pages are unmapped before it grows and on empty_cache.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
