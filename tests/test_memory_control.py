@@ -409,3 +409,49 @@ print({k: v for k, v in torch.npu.memory_stats().items() if k.endswith(".current
 """
     r = run_python(code, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
     assert r.lines == ["True", "True True", "True True", "{} True"], r.describe()
+
+
+def _compile_pluggable(tmp_path) -> Path:
+    import subprocess
+
+    import softnpu
+
+    libdir = Path(softnpu.__file__).parent / "lib"
+    src = tmp_path / "alloc.c"
+    src.write_text(PLUGGABLE_C)
+    so = tmp_path / "liballoc.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src), f"-L{libdir}", "-lsoftnpu_runtime",
+                    f"-Wl,-rpath,{libdir}"], check=True)
+    return so
+
+
+def test_mem_pool_with_a_pluggable_allocator(tmp_path):
+    so = _compile_pluggable(tmp_path)
+    code = f"""
+import ctypes, torch, torch_npu
+MiB = 1 << 20
+alloc = torch.npu.NPUPluggableAllocator({str(so)!r}, "my_alloc", "my_free")
+lib = ctypes.CDLL({str(so)!r})
+pool = torch.npu.MemPool(allocator=alloc)
+print(pool.allocator is alloc)
+outside = torch.ones(MiB, device="npu")
+print(lib.alloc_calls())
+a = torch.randn(256, 256)
+with torch.npu.use_mem_pool(pool):
+    x = a.npu()
+    y = x @ x
+print(lib.alloc_calls(), torch.allclose(y.cpu(), a @ a, rtol=1e-4, atol=1e-4))
+(seg,) = [s for s in pool.snapshot() if s["segment_pool_id"] == pool.id]
+print(seg["address"] <= y.data_ptr() < seg["address"] + seg["total_size"])
+del x, y
+print(lib.free_calls())  # cached in the pool while it lives
+del pool
+print(lib.free_calls(), outside.sum().item() == MiB)
+try:
+    torch.npu.MemPool(allocator="malloc")
+except TypeError as e:
+    print("TypeError")
+"""
+    r = run_python(code)
+    # One 2 MiB segment from the user's alloc holds both 256 KiB tensors; deleting the pool frees it through free.
+    assert r.lines == ["True", "0", "1 True", "True", "0", "1 True", "TypeError"], r.describe()

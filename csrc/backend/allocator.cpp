@@ -78,12 +78,17 @@ struct BlockPool {
 
 // A MemPool's blocks on one device. Released (its MemPool deleted), it returns each segment once the segment is free.
 struct PrivatePool {
-  explicit PrivatePool(c10::MempoolId_t id_) : id(id_), small(true, this), large(false, this) {}
+  PrivatePool(c10::MempoolId_t id_, NPUCachingAllocator::PluggableAllocFn alloc_,
+              NPUCachingAllocator::PluggableFreeFn free_)
+      : id(id_), small(true, this), large(false, this), alloc(alloc_), free(free_) {}
   const c10::MempoolId_t id;
   BlockPool small;
   BlockPool large;
   size_t segments = 0;
   bool released = false;
+  // MemPool(allocator=NPUPluggableAllocator): the pool's segments come from the user's functions (null: the runtime).
+  const NPUCachingAllocator::PluggableAllocFn alloc;
+  const NPUCachingAllocator::PluggableFreeFn free;
 };
 
 // expandable_segments:True: one address range per stream and pool, reserved from the runtime (as large as the device),
@@ -98,6 +103,10 @@ struct ExpandableSegment {
   snpuStream_t stream;
   Block* head = nullptr;
 };
+
+// The alloc/free functions of a MemPool created with an allocator (nulls otherwise).
+std::pair<NPUCachingAllocator::PluggableAllocFn, NPUCachingAllocator::PluggableFreeFn> pool_allocator(
+    c10::MempoolId_t id);
 
 c10::MempoolId_t pool_id(const BlockPool& pool) { return pool.owner ? pool.owner->id : c10::MempoolId_t{0, 0}; }
 
@@ -186,7 +195,7 @@ class DeviceAllocatorState {
     BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
     Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
     if (!block) {
-      block = allocator_config().expandable_segments && !no_memory_caching()
+      block = allocator_config().expandable_segments && !no_memory_caching() && !(priv && priv->alloc)
                   ? expand(pool, size, stream, orig_size, lock)
                   : new_segment(pool, size, stream, orig_size, lock);
     }
@@ -403,7 +412,10 @@ class DeviceAllocatorState {
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
       if (it->second != me) continue;
       auto& p = private_pools_[it->first];
-      if (!p) p = std::make_unique<PrivatePool>(it->first);
+      if (!p) {
+        const auto [alloc, free] = pool_allocator(it->first);
+        p = std::make_unique<PrivatePool>(it->first, alloc, free);
+      }
       return p.get();
     }
     return nullptr;
@@ -445,13 +457,13 @@ class DeviceAllocatorState {
     const size_t alloc_size = no_memory_caching() ? size : segment_size(size);
     maybe_collect_garbage(alloc_size);
     void* ptr = nullptr;
-    snpuError_t err = device_malloc(&ptr, alloc_size);
+    snpuError_t err = device_malloc(&ptr, alloc_size, pool, stream);
     if (err == snpuErrorMemoryAllocation) {
       // Release every cached segment, then retry once (as CUDA's allocator does).
       ++stats_.num_alloc_retries;
       synchronize_pending();
       release_all_cached();
-      err = device_malloc(&ptr, alloc_size);
+      err = device_malloc(&ptr, alloc_size, pool, stream);
     }
     if (err == snpuErrorMemoryAllocation) {
       ++stats_.num_ooms;
@@ -680,9 +692,15 @@ class DeviceAllocatorState {
     });
   }
 
-  snpuError_t device_malloc(void** ptr, size_t size) {
+  snpuError_t device_malloc(void** ptr, size_t size, const BlockPool& pool, snpuStream_t stream) {
     const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     if (allowed_ != SIZE_MAX && stats_.reserved_bytes[agg].current + size > allowed_) return snpuErrorMemoryAllocation;
+    if (pool.owner && pool.owner->alloc) {
+      *ptr = pool.owner->alloc(size, device_, stream);
+      if (!*ptr) return snpuErrorMemoryAllocation;
+      ++stats_.num_device_alloc;
+      return snpuSuccess;
+    }
     int prev = 0;
     snpuGetDevice(&prev);
     snpuSetDevice(device_);
@@ -854,8 +872,13 @@ class DeviceAllocatorState {
         stats_.reserved_bytes[i].decrease(b->size);
       });
       if (!pool.is_small && b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
-      // snpuFree waits for the device's queued work, which may still use the block (stream-ordered reuse).
-      NPU_CHECK(snpuFree(b->ptr));
+      if (pool.owner && pool.owner->free) {
+        // The user's free gets the stream, as torch_npu's pluggable allocators do, and orders itself after its work.
+        pool.owner->free(b->ptr, b->size, device_, b->stream);
+      } else {
+        // snpuFree waits for the device's queued work, which may still use the block (stream-ordered reuse).
+        NPU_CHECK(snpuFree(b->ptr));
+      }
       ++stats_.num_device_free;
       delete b;
     }
@@ -941,10 +964,19 @@ class DeviceAllocatorState {
 // MemPool references (the MemPool objects and use_mem_pool contexts), for every device.
 std::mutex g_pools_mutex;
 std::map<c10::MempoolId_t, int> g_pool_refs;
+std::map<c10::MempoolId_t, std::pair<NPUCachingAllocator::PluggableAllocFn, NPUCachingAllocator::PluggableFreeFn>>
+    g_pool_allocators;  // the MemPools created with an allocator
 c10::CaptureId_t g_next_pool_uid = 1;
 
 std::mutex g_raw_mutex;
 std::unordered_map<void*, c10::DataPtr> g_raw_allocations;  // caching_allocator_alloc's blocks
+
+std::pair<NPUCachingAllocator::PluggableAllocFn, NPUCachingAllocator::PluggableFreeFn> pool_allocator(
+    c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  auto it = g_pool_allocators.find(id);
+  return it == g_pool_allocators.end() ? std::make_pair(nullptr, nullptr) : it->second;
+}
 
 DeviceAllocatorState& state(c10::DeviceIndex device) {
   static std::vector<std::unique_ptr<DeviceAllocatorState>> all = [] {
@@ -1076,10 +1108,12 @@ void NPUCachingAllocator::set_memory_fraction(double fraction, c10::DeviceIndex 
 
 double NPUCachingAllocator::memory_fraction(c10::DeviceIndex device) { return state(device).fraction(); }
 
-c10::MempoolId_t NPUCachingAllocator::create_pool() {
+c10::MempoolId_t NPUCachingAllocator::create_pool(PluggableAllocFn alloc, PluggableFreeFn free) {
+  TORCH_CHECK(!alloc == !free, "MemPool: the allocator's alloc and free functions must both be given");
   std::lock_guard<std::mutex> g(g_pools_mutex);
   const c10::MempoolId_t id{0, g_next_pool_uid++};
   g_pool_refs[id] = 1;
+  if (alloc) g_pool_allocators[id] = {alloc, free};
   return id;
 }
 
@@ -1089,6 +1123,7 @@ void NPUCachingAllocator::release_pool(c10::MempoolId_t pool) {
     auto it = g_pool_refs.find(pool);
     if (it == g_pool_refs.end() || --it->second > 0) return;
     g_pool_refs.erase(it);
+    g_pool_allocators.erase(pool);
   }
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).release_pool(pool);
 }

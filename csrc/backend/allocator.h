@@ -72,8 +72,11 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   double memory_fraction(c10::DeviceIndex device);
 
   // Private pools: create returns a new id, release drops the creator's reference. While begin/end bracket a
-  // thread's work, that thread's allocations on the device come from the pool.
-  c10::MempoolId_t create_pool();
+  // thread's work, that thread's allocations on the device come from the pool. A pool created with alloc/free (an
+  // NPUPluggableAllocator's, see use_pluggable) gets its segments from them instead of the runtime.
+  using PluggableAllocFn = void* (*)(size_t size, int device, snpuStream_t stream);
+  using PluggableFreeFn = void (*)(void* ptr, size_t size, int device, snpuStream_t stream);
+  c10::MempoolId_t create_pool(PluggableAllocFn alloc = nullptr, PluggableFreeFn free = nullptr);
   void release_pool(c10::MempoolId_t pool);
   int pool_use_count(c10::MempoolId_t pool);
   void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
@@ -82,8 +85,6 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   // torch.npu.memory.change_current_allocator(NPUPluggableAllocator(...)): every later allocation calls the user's
   // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first
   // allocation; the statistics then stay those of the unused cache.
-  using PluggableAllocFn = void* (*)(size_t size, int device, snpuStream_t stream);
-  using PluggableFreeFn = void (*)(void* ptr, size_t size, int device, snpuStream_t stream);
   void use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free);
 
   // caching_allocator_alloc / caching_allocator_delete: raw pointers, the block tracked here.

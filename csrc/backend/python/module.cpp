@@ -335,8 +335,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_memory_fraction", [](int device) {
     return NPUCachingAllocator::get()->memory_fraction(static_cast<c10::DeviceIndex>(device));
   });
-  m.def("_mempool_create", [] {
-    const auto id = NPUCachingAllocator::get()->create_pool();
+  m.def("_mempool_create", [](uintptr_t alloc, uintptr_t free) {
+    const auto id = NPUCachingAllocator::get()->create_pool(
+        reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc),
+        reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free));
     return py::make_tuple(id.first, id.second);
   });
   m.def("_mempool_release", [](const py::tuple& id) { NPUCachingAllocator::get()->release_pool(pool_id(id)); });

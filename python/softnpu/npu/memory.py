@@ -245,21 +245,24 @@ def _install_oom_snapshot() -> None:
 class MemPool:
     """A private pool of the caching allocator (torch.cuda.MemPool): allocations inside use_mem_pool(pool) come from
     the pool's own segments; when the MemPool is deleted, its free segments return to the device, the others as
-    their tensors are freed."""
+    their tensors are freed. With `allocator` (an NPUPluggableAllocator), the pool's segments are allocated and
+    freed by its functions instead of the runtime, as torch.cuda.MemPool(allocator=...) does."""
 
-    def __init__(self, allocator: Any = None, use_on_oom: bool = False, no_split: bool = False):
-        if allocator is not None:
-            raise NotImplementedError("torch.npu.MemPool: a pool with its own allocator is not supported")
+    def __init__(self, allocator: Optional["NPUPluggableAllocator"] = None, use_on_oom: bool = False,
+                 no_split: bool = False):
+        if allocator is not None and not isinstance(allocator, NPUPluggableAllocator):
+            raise TypeError(f"MemPool's allocator must be an NPUPluggableAllocator, got {type(allocator).__name__}")
         _lazy_init()
-        self._id = _C._mempool_create()
+        self._allocator = allocator  # its library stays loaded while the pool's segments may be freed
+        self._id = _C._mempool_create(allocator._alloc if allocator else 0, allocator._free if allocator else 0)
 
     @property
     def id(self) -> tuple[int, int]:
         return self._id
 
     @property
-    def allocator(self) -> None:
-        return None
+    def allocator(self) -> Optional["NPUPluggableAllocator"]:
+        return self._allocator
 
     def use_count(self) -> int:
         """References to the pool: this object and every use_mem_pool context that is active."""
