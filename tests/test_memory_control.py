@@ -1,6 +1,7 @@
 """Allocator control in torch.npu, as torch.cuda's: set_per_process_memory_fraction (enforced), MemPool /
-use_mem_pool, caching_allocator_alloc/delete, the *_cached aliases, memory_stats_as_nested_dict,
-PYTORCH_NO_NPU_MEMORY_CACHING; the host allocator's statistics; set_sync_debug_mode."""
+use_mem_pool (also with an NPUPluggableAllocator), caching_allocator_alloc/delete, the *_cached aliases,
+memory_stats_as_nested_dict, PYTORCH_NO_NPU_MEMORY_CACHING, PYTORCH_NPU_ALLOC_CONF's torch_npu keys and expandable
+segments; the host allocator's statistics; set_sync_debug_mode."""
 
 import warnings
 from pathlib import Path
