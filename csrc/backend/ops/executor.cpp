@@ -390,8 +390,9 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
       }
     }
     TORCH_CHECK(false, info.name,
-                " needs a host fallback (its output shape could not be inferred without the data, so it would "
-                "synchronize with the device), and TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.",
+                " needs a host fallback (it would synchronize with the device: its output shape could not be inferred "
+                "without the data, or a tensor it writes overlaps another argument), and "
+                "TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.",
                 cause.empty() ? "" : " Shape inference said: ", cause);
   }
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
