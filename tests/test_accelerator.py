@@ -34,7 +34,7 @@ def test_streams():
     # A generic torch.Stream / torch.Event works on npu too.
     generic = torch.Stream(device="npu")
     with generic:
-        torch.npu._sleep(0.3)
+        torch.npu._sleep(300_000_000)
     event = generic.record_event()
     assert not event.query()
     event.synchronize()
@@ -42,13 +42,13 @@ def test_streams():
 
 
 def test_synchronize_waits():
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     event = torch.npu.current_stream().record_event()
     assert not event.query()
     torch.accelerator.synchronize()
     assert event.query()
     with torch.npu.device(1):
-        torch.npu._sleep(0.3)
+        torch.npu._sleep(300_000_000)
     torch.accelerator.synchronize(1)
     assert torch.npu.current_stream(1).query()
 

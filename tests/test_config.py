@@ -158,3 +158,17 @@ def test_protect_memory_crashes_host_code_that_reads_device_memory():
         print(len(ctypes.string_at(x.data_ptr(), 4)))
     """)
     assert unprotected.lines == ["4"]
+
+
+def test_visible_devices_changed_before_first_use_take_effect():
+    # As CUDA_VISIBLE_DEVICES before CUDA initializes: counting (is_available) does not fix the devices, first use does.
+    r = run_python("""
+import os, torch, torch_npu
+assert torch.npu.is_available() and torch.npu.device_count() == 3
+os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "2,0"
+print(torch.npu.device_count(), torch.ones(1, device="npu:1").device,
+      [torch.npu.get_device_properties(i).physical_index for i in range(2)])
+os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "1"
+print(torch.npu.device_count())
+""", env={"SOFTNPU_DEVICE_COUNT": "3"})
+    assert r.stdout.split("\n")[:2] == ["2 npu:1 [2, 0]", "2"], r.stdout

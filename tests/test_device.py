@@ -145,7 +145,7 @@ def test_utilization_is_a_percentage():
     u = torch.npu.utilization()
     assert isinstance(u, int) and 0 <= u <= 100
     # A device kept busy by a kernel reports it.
-    torch.npu._sleep(0.6)
+    torch.npu._sleep(600_000_000)
     torch.npu.synchronize()
     busy = torch.npu.utilization()
     assert 0 < busy <= 100

@@ -465,7 +465,7 @@ def tensors_must_be_npu(rank, device):
 def inputs_are_taken_in_stream_order(rank, device):
     # The value all_reduce sends is the one the stream computes before it, however long the stream takes.
     t = torch.zeros(4, device=device)
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     t.fill_(rank + 1.0)
     dist.all_reduce(t)
     assert_equal(t, [3.0] * 4)
@@ -476,13 +476,13 @@ def outputs_are_written_in_stream_order(rank, device):
     # A receiving rank's result lands after what its stream was asked to do before the call, even though the host
     # need not wait for that stream (broadcast and recv have no input to take from it).
     t = torch.empty(4, device=device)
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     t.fill_(-1.0)
     dist.broadcast(t if rank == 1 else full(5.0, device), src=0)
     if rank == 1:
         assert_equal(t, [5.0] * 4)
     t = torch.empty(4, device=device)
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     t.fill_(-1.0)
     if rank == 0:
         dist.send(full(6.0, device), dst=1)
@@ -530,7 +530,7 @@ def wait_orders_the_current_stream(rank, device):
 def collectives_on_a_side_stream(rank, device):
     side = torch.npu.Stream()
     with torch.npu.stream(side):
-        torch.npu._sleep(0.2)
+        torch.npu._sleep(200_000_000)
         t = torch.full((4,), rank + 1.0, device=device)
         dist.all_reduce(t)
         doubled = t * 2

@@ -1,6 +1,8 @@
 """Errors users meet: tensors on different devices, devices that do not exist, kernel errors (reported
 asynchronously, once, with the op's name and the ASCEND_LAUNCH_BLOCKING hint) and the device working after them."""
 
+import re
+
 import pytest
 import torch
 from conftest import run_python
@@ -111,9 +113,50 @@ def test_launch_blocking_raises_at_the_call():
         torch.npu.synchronize()  # nothing left to report
         print((x + x).cpu().tolist() == [2 * i for i in range(10)])
         # Every launch completes before it returns.
-        torch.npu._sleep(0.2)
+        torch.npu._sleep(200_000_000)
         print(torch.npu.current_stream().query())
         """,
         env={"ASCEND_LAUNCH_BLOCKING": 1},
     )
     assert result.lines == ["raised at the call True", "True", "True"]
+
+
+# ------------------------------------------------------------------------------------------------ error codes
+
+# torch_npu's error line, as its exception handler matches it (torch_npu/utils/_error_code.py).
+ERROR_LINE = r"\[ERROR\] [0-9\-\:]* \(PID:\d*, Device:\-?\d*, RankID:\-?\d*\) ERR"
+
+
+def test_errors_carry_torch_npu_error_codes():
+    import torch_npu
+    from torch_npu.utils.error_code import ErrCode, ops_error, pta_error
+
+    assert re.search(ERROR_LINE + r"00003 PTA invalid value$", pta_error(ErrCode.VALUE))
+    assert re.search(ERROR_LINE + r"01007 OPS feature not supported$", ops_error(ErrCode.NOT_SUPPORT))
+    # From torch.npu's Python, the backend's C++, and an op's argument check.
+    with pytest.raises(ValueError, match=r"(?s)Expected a npu device, but got: cpu\n" + ERROR_LINE + "00003 PTA"):
+        torch.npu.set_device("cpu")
+    with pytest.raises(RuntimeError, match=r"(?s)Invalid device index npu:9.*\n" + ERROR_LINE + "00001 PTA"):
+        torch.npu.set_device(9)
+    with pytest.raises(NotImplementedError, match=r"(?s)FRACTAL_NZ.*\n" + ERROR_LINE + "01007 OPS"):
+        torch_npu.npu_format_cast(torch.ones(2, device="npu"), 29)
+
+
+def test_messages_say_a_npu_device_as_torch_npu_does():
+    with pytest.raises(ValueError, match="Expected a npu device, but got: cpu"):
+        torch.npu.synchronize("cpu")
+
+
+# ------------------------------------------------------------------------------------------------ sparse tensors
+
+
+def test_sparse_tensors_are_refused_on_npu_with_a_clear_error():
+    dense = torch.tensor([[0.0, 2.0], [3.0, 0.0]])
+    sparse = dense.to_sparse()
+    message = r"on npu: sparse tensors are not supported on npu.*to_dense\(\)"
+    with pytest.raises(NotImplementedError, match=message):
+        sparse.npu()
+    with pytest.raises(NotImplementedError, match=message):
+        torch.sparse_coo_tensor(sparse.indices(), sparse.values(), (2, 2), device="npu")
+    # What to do instead works, and gives the CPU's values.
+    assert torch.equal((sparse.to_dense().npu() * 2).cpu(), (sparse * 2).to_dense())

@@ -155,11 +155,11 @@ def test_torch_npu_names():
     assert torch_npu.npu_fusion_attention is torch.ops.npu.npu_fusion_attention
     for name in ("npu_fusion_attention", "npu_fusion_attention_grad", "npu_rms_norm", "npu_rms_norm_backward",
                  "npu_rotary_mul", "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward",
-                 "npu_format_cast", "get_npu_format"):
-        assert hasattr(torch.ops.npu, name)
+                 "npu_format_cast", "get_npu_format", "empty_with_format", "get_storage_size"):
+        assert hasattr(torch.ops.npu, name) and hasattr(torch_npu, name)
         # A Meta kernel, so tracing and torch.compile see the op.
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"npu::{name}", "Meta") or name in (
-            "npu_format_cast", "get_npu_format")
+            "npu_format_cast", "get_npu_format", "empty_with_format", "get_storage_size")
 
 
 def test_schemas_have_torch_npu_defaults():
@@ -397,7 +397,7 @@ def test_fused_ops_launch_on_the_stream_without_waiting():
     ops()
     torch.npu.synchronize()
     before = torch_npu.npu.sync_points()["total"]
-    torch.npu._sleep(0.5)  # the device cannot have caught up with the launches below when they return
+    torch.npu._sleep(500_000_000)  # the device cannot have caught up with the launches below when they return
     results = ops()
     done = torch.npu.Event()
     done.record()
@@ -414,7 +414,7 @@ def test_fused_kernels_run_on_the_current_stream():
     x, gamma = torch.randn(64, 32).npu(), torch.randn(32).npu()
     side = torch.npu.Stream()
     with torch.npu.stream(side):
-        torch.npu._sleep(0.3)
+        torch.npu._sleep(300_000_000)
         y, _ = npu_rms_norm(x, gamma)
     assert not side.query()  # queued behind the sleep on the side stream
     side.synchronize()
@@ -547,28 +547,55 @@ def test_format_cast_is_metadata_and_survives_save_load():
     x = torch.randn(4, 16, 16)
     xn = x.npu()
     assert get_npu_format(xn) == 2  # ND
-    nz = npu_format_cast(xn, 29)
-    assert get_npu_format(nz) == 29 and get_npu_format(xn) == 2  # a new tensor; the input keeps its format
-    assert torch.equal(nz.cpu(), x)  # the data stays ND
-    assert get_npu_format(nz.detach()) == 29 and get_npu_format(torch.nn.Parameter(nz)) == 29
+    nhwc = npu_format_cast(xn, 1)
+    assert get_npu_format(nhwc) == 1 and get_npu_format(xn) == 2  # a new tensor; the input keeps its format
+    assert torch.equal(nhwc.cpu(), x)  # the data stays ND
+    assert torch_npu.get_storage_size(nhwc) == x.numel()  # no padding
+    assert get_npu_format(nhwc.detach()) == 1 and get_npu_format(torch.nn.Parameter(nhwc)) == 1
     assert get_npu_format(xn.npu_format_cast(0)) == 0  # torch_npu's tensor method
+    assert get_npu_format(npu_format_cast(nhwc, 2)) == 2  # back to ND
     y = torch.randn(3, 3).npu()
-    assert torch_npu.npu_format_cast_(y, 3) is y and get_npu_format(y) == 3
+    assert torch_npu.npu_format_cast_(y, 0) is y and get_npu_format(y) == 0
 
     buffer = io.BytesIO()
-    torch.save({"nz": nz, "nd": xn, "y": y}, buffer)
+    torch.save({"nhwc": nhwc, "nd": xn, "y": y}, buffer)
     buffer.seek(0)
     loaded = torch.load(buffer)
-    assert loaded["nz"].device.type == "npu"
-    assert [get_npu_format(loaded[k]) for k in ("nz", "nd", "y")] == [29, 2, 3]
-    assert torch.equal(loaded["nz"].cpu(), x)
+    assert loaded["nhwc"].device.type == "npu"
+    assert [get_npu_format(loaded[k]) for k in ("nhwc", "nd", "y")] == [1, 2, 0]
+    assert torch.equal(loaded["nhwc"].cpu(), x)
+
+
+@pytest.mark.parametrize("fmt,name", [(3, "NC1HWC0"), (4, "FRACTAL_Z"), (29, "FRACTAL_NZ")])
+def test_private_formats_are_refused_and_lose_nothing(fmt, name):
+    # Not stored honestly here (a padded, blocked layout), so refused rather than pretended: the error names the
+    # format and says what to do, and the tensor is left as it was.
+    w = torch.randn(32, 16)
+    wn = torch_npu.npu_format_cast_(w.npu(), 0)
+    message = rf"{name} \({fmt}\) is a private format .* keep the tensor in ND \(2\)"
+    with pytest.raises(NotImplementedError, match=message):
+        npu_format_cast(wn, fmt)
+    with pytest.raises(NotImplementedError, match=message):
+        wn.npu_format_cast_(fmt)
+    with pytest.raises(NotImplementedError, match=message):
+        torch_npu.empty_with_format((2, 16, 16), dtype=torch.float16, device="npu", acl_format=fmt)
+    assert get_npu_format(wn) == 0 and torch.equal(wn.cpu(), w)
+
+
+def test_empty_with_format_and_storage_size():
+    e = torch_npu.empty_with_format((2, 3, 4, 5), dtype=torch.float16, acl_format=0)
+    assert e.device == torch.device("npu", torch.npu.current_device()) and e.dtype == torch.float16
+    assert e.shape == (2, 3, 4, 5) and get_npu_format(e) == 0
+    assert get_npu_format(torch_npu.empty_with_format((3,), device="npu:1")) == 2  # ND by default
+    assert torch_npu.get_storage_size(e) == 120
+    assert torch_npu.get_storage_size(e[1:, :2]) == 120  # a view's storage is its base's
 
 
 def test_format_cast_errors_and_autograd():
     x = torch.randn(2, 3).npu().requires_grad_()
     with pytest.raises(RuntimeError, match="npu_format_cast: unknown acl_format 7"):
         npu_format_cast(x, 7)
-    out = npu_format_cast(x, 29)
+    out = npu_format_cast(x, 0)
     (out * 2).sum().backward()
     assert torch.equal(x.grad.cpu(), torch.full((2, 3), 2.0))
 

@@ -125,7 +125,7 @@ def test_mem_get_info_reports_the_device():
 def test_empty_cache_waits_for_pending_work_before_returning_memory():
     # A block freed while its kernel is still queued must survive until the kernel ran: the result stays right.
     src = torch.arange(1 << 20, dtype=torch.float32, device="npu")
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     dst = src.clone()
     del src
     torch.npu.empty_cache()

@@ -180,7 +180,7 @@ def test_free_completes_after_the_other_streams_work(recording):
     x = torch.ones(1000, device="npu")
     address = x.data_ptr()
     with torch.npu.stream(side):
-        torch.npu._sleep(0.2)
+        torch.npu._sleep(200_000_000)
         y = x * 2
     x.record_stream(side)
     del x

@@ -164,7 +164,7 @@ def test_external_event_orders_streams():
     s1, s2 = torch.npu.Stream(), torch.npu.Stream()
     ev = torch.npu.ExternalEvent()
     with torch.npu.stream(s1):
-        torch.npu._sleep(0.2)
+        torch.npu._sleep(200_000_000)
         a = torch.full((1000,), 2.0, device="npu")
         ev.record(s1)
     ev.wait(s2)
@@ -220,3 +220,18 @@ def test_deterministic_region_covers_forward_and_backward():
     assert seen == [("forward", True), ("after forward", False), ("backward", True)]
     assert not torch.are_deterministic_algorithms_enabled()
     assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+
+
+def test_sleep_counts_cycles_of_the_device_clock():
+    # As torch.cuda._sleep: an int number of cycles; the clock is the devices' clock_rate (kHz, as CUDA's).
+    clock_khz = torch.npu.get_device_properties(0).clock_rate
+    assert clock_khz == 1_000_000
+    cycles = clock_khz * 1000 // 5  # 0.2 s
+    start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    start.record()
+    torch.npu._sleep(cycles)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 1e3 * cycles / (clock_khz * 1e3) * 0.95  # milliseconds
+    with pytest.raises(TypeError):
+        torch.npu._sleep(0.2)  # seconds are not cycles

@@ -10,6 +10,7 @@ import torch
 from conftest import run_python
 
 SLEEP = 0.5
+SLEEP_CYCLES = 500_000_000  # SLEEP seconds of the device clock (1 GHz)
 
 
 def _launches(device=0):
@@ -224,7 +225,7 @@ def test_zero_dim_cpu_tensors_and_python_scalars_match_cpu():
         torch.testing.assert_close(out.cpu(), fn(c))
     # The value is taken when the op is called, not when the queued kernel runs.
     s = torch.tensor(1.0)
-    torch.npu._sleep(0.2)
+    torch.npu._sleep(200_000_000)
     out = n + s
     s.fill_(100.0)
     torch.testing.assert_close(out.cpu(), c + 1.0)
@@ -437,7 +438,7 @@ def test_tensor_ops_are_not_sync_points_and_do_not_wait():
 
     _warm_up(ops)
     before = torch.npu.sync_points()["total"]
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     start = time.perf_counter()
     ops()
     elapsed = time.perf_counter() - start
@@ -450,7 +451,7 @@ def test_python_scalar_ops_are_not_sync_points_and_do_not_wait():
     x = torch.randn(64, device="npu")
     _warm_up(lambda: (x * 2 + 1) / 3 - 0.5)
     before = torch.npu.sync_points()["total"]
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     start = time.perf_counter()
     out = (x * 2 + 1) / 3 - 0.5
     elapsed = time.perf_counter() - start
@@ -522,7 +523,7 @@ def test_pin_memory():
 
 def test_non_blocking_copy_from_pinned_memory_is_asynchronous():
     host = torch.randn(1 << 18).pin_memory()
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     start = time.perf_counter()
     dev = host.to("npu", non_blocking=True)  # queued behind the sleep
     elapsed = time.perf_counter() - start
@@ -538,12 +539,12 @@ def test_copy_from_pageable_memory_takes_the_data_at_the_call():
     for non_blocking in (True, False):
         values = torch.randn(1 << 18)
         host = values.clone()
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
         dev = host.to("npu", non_blocking=non_blocking)
         host.fill_(0)
         assert torch.equal(dev.cpu(), values)
     # Several copies in flight at once each keep their own data, with their sources overwritten and freed.
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     sources = [torch.full((1 << 16,), float(i)) for i in range(8)]
     copies = [src.to("npu", non_blocking=True) for src in sources]
     for src in sources:
@@ -556,7 +557,7 @@ def test_copy_from_pageable_memory_takes_the_data_at_the_call():
 def test_pinned_blocks_are_not_reused_before_their_copies_complete():
     values = torch.randn(1 << 18)
     host = values.pin_memory()
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     dev = host.to("npu", non_blocking=True)
     del host
     reuse = torch.empty(1 << 18).pin_memory()  # same size: would get host's block if it were free
@@ -569,7 +570,7 @@ def test_non_blocking_copy_to_pinned_memory():
     x = torch.randn(1 << 18, device="npu")
     expected = x.cpu()
     dst = torch.empty(1 << 18).pin_memory()
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     start = time.perf_counter()
     dst.copy_(x, non_blocking=True)
     assert time.perf_counter() - start < SLEEP / 2
@@ -609,7 +610,7 @@ def test_second_device_works_independently():
     torch.manual_seed(0)
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     with torch.npu.device(0):
-        torch.npu._sleep(3 * SLEEP)  # device 0 busy
+        torch.npu._sleep(3 * SLEEP_CYCLES)  # device 0 busy
     x, y = a.to("npu:1"), b.to("npu:1")
     out = torch.matmul(x, y) + x
     assert out.device == torch.device("npu:1")
@@ -622,7 +623,7 @@ def test_cross_device_copies():
     c = torch.randn(32, 16)
     x0 = c.npu(0)
     # The copy is ordered after the producer on the source device, however long it takes.
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     x0.add_(x0)
     x1 = x0.to("npu:1")
     assert x1.device == torch.device("npu:1")
@@ -636,3 +637,31 @@ def test_cross_device_copies():
     # And the destination device's later work sees the copied values.
     with torch.npu.device(1):
         assert torch.equal((x1 + x1).cpu(), c * 4)
+
+
+# ------------------------------------------------------------------------------------------------ overlapping writes
+
+
+def _overlap_cases(x):
+    # (op, what the CPU raises): the written tensor shares memory with an input, not as the same view.
+    return [
+        (lambda: torch.cat([x[:2], x[2:4]], out=x[1:5]), "written-to tensor refer to a single memory location"),
+        (lambda: torch.add(x[:4], 1, out=x[1:5]), "written-to tensor refer to a single memory location"),
+        (lambda: x[1:5].add_(x[:4]), "written-to tensor refer to a single memory location"),
+    ]
+
+
+def test_out_tensor_overlapping_an_input_raises_at_the_call_as_on_the_cpu():
+    cpu = torch.arange(10.0)
+    for (cpu_op, message), (npu_op, _) in zip(_overlap_cases(cpu), _overlap_cases(npu := cpu.npu())):
+        with pytest.raises(RuntimeError, match=message):
+            cpu_op()
+        # At the call (not at the next synchronizing one), and nothing is written.
+        with pytest.raises(RuntimeError, match=message):
+            npu_op()
+        torch.npu.synchronize()
+        assert torch.equal(npu.cpu(), cpu)
+    # The same op writing over exactly its input stays allowed, as on the CPU.
+    y = torch.arange(4.0).npu()
+    torch.add(y, 1, out=y)
+    assert y.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]

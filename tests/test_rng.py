@@ -95,7 +95,7 @@ def test_set_rng_state_is_ordered_with_queued_kernels():
     state = torch.npu.get_rng_state()
     expected = _draw()
     torch.npu.set_rng_state(state)
-    torch.npu._sleep(0.2)
+    torch.npu._sleep(200_000_000)
     queued = torch.rand(64, device="npu")  # not run yet
     torch.npu.manual_seed(999)
     assert torch.equal(queued.cpu(), expected[:64])

@@ -90,7 +90,7 @@ def test_save_while_a_kernel_holding_a_python_scalar_is_queued():
         import io, torch, torch_npu
         for n in range(1, 7):
             x = torch.zeros(n, device="npu")  # a new shape each time: the op's meta inference runs again
-            torch.npu._sleep(0.3)  # the stream stays busy past the host's next steps
+            torch.npu._sleep(300_000_000)  # the stream stays busy past the host's next steps
             x.add_(1)  # a Python scalar, held by the queued kernel
             torch.save(x, io.BytesIO())  # copies x's storage to the host, waiting for the stream
         print(x.sum().item())

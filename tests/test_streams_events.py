@@ -1,6 +1,7 @@
 """Streams and events: launching is asynchronous, and torch.npu.Stream / Event keep torch.cuda's promises.
 
-No test depends on how fast the machine is: torch.npu._sleep(seconds) keeps a stream busy for a known time, and the
+No test depends on how fast the machine is: torch.npu._sleep(cycles) keeps a stream busy for a known time (its
+clock is 1 GHz), and the
 checks are "not complete yet" right after launching and "complete" after a synchronizing call. The few timing
 bounds are loose fractions of that known time. Arithmetic here uses tensors, not Python scalars: whether a
 tensor-scalar op runs asynchronously is test_ops.py's concern.
@@ -13,11 +14,12 @@ import torch
 from conftest import run_python
 
 SLEEP = 0.5
+SLEEP_CYCLES = 500_000_000  # SLEEP seconds of the device clock (1 GHz)
 
 
 def test_launch_returns_at_once_and_synchronize_waits():
     start = time.perf_counter()
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     event = torch.npu.Event()
     event.record()
     launched = time.perf_counter() - start
@@ -38,7 +40,7 @@ def test_ops_run_ahead_of_the_host():
     x, y = a.npu(), b.npu()
     scale = torch.tensor(1 / 16, device="npu")
     torch.matmul(x, y) * scale  # warm-up: an op's first launch infers and caches its meta kernel (slow once)
-    torch.npu._sleep(SLEEP)  # so the device cannot have caught up whatever the machine's speed
+    torch.npu._sleep(SLEEP_CYCLES)  # so the device cannot have caught up whatever the machine's speed
     start = time.perf_counter()
     out = x
     for _ in range(20):
@@ -59,7 +61,7 @@ def test_ops_run_ahead_of_the_host():
 def test_elapsed_time_measures_the_work_between_events():
     start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
     start.record()
-    torch.npu._sleep(0.3)
+    torch.npu._sleep(300_000_000)
     end.record()
     end.synchronize()
     ms = start.elapsed_time(end)
@@ -85,7 +87,7 @@ def test_event_query_and_synchronize():
     fresh = torch.npu.Event()
     assert fresh.query()  # an event never recorded has nothing to wait for
     fresh.synchronize()
-    torch.npu._sleep(SLEEP)
+    torch.npu._sleep(SLEEP_CYCLES)
     event = torch.npu.current_stream().record_event()
     assert isinstance(event, torch.npu.Event)
     assert not event.query()
@@ -102,7 +104,7 @@ def test_event_wait_orders_another_stream_on_the_device():
     one = torch.ones(1000, device="npu")
     torch.npu.synchronize()
     with torch.npu.stream(s1):
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
         x.add_(one)
         written = torch.npu.Event()
         written.record()
@@ -122,7 +124,7 @@ def test_wait_stream_and_wait_event_on_streams():
     one = torch.ones(1000, device="npu")
     torch.npu.synchronize()
     with torch.npu.stream(s1):
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
         x.fill_(3)
     s2.wait_stream(s1)
     with torch.npu.stream(s2):
@@ -140,7 +142,7 @@ def test_wait_stream_and_wait_event_on_streams():
 def test_stream_synchronize_waits_for_its_own_stream_only():
     busy, idle = torch.npu.Stream(), torch.npu.Stream()
     with torch.npu.stream(busy):
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
     idle.synchronize()
     assert not busy.query()
     busy.synchronize()
@@ -150,9 +152,9 @@ def test_stream_synchronize_waits_for_its_own_stream_only():
 def test_synchronize_waits_for_every_stream_of_the_device_only():
     s = torch.npu.Stream()
     with torch.npu.stream(s):
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
     with torch.npu.device(1):
-        torch.npu._sleep(3 * SLEEP)
+        torch.npu._sleep(3 * SLEEP_CYCLES)
     torch.npu.synchronize(0)
     assert s.query()  # a non-current stream of device 0 was waited for
     assert not torch.npu.current_stream(1).query()  # device 1 was not
@@ -200,7 +202,7 @@ def test_set_stream():
     s = torch.npu.Stream()
     torch.npu.set_stream(s)
     assert torch.npu.current_stream() == s
-    torch.npu._sleep(SLEEP)  # runs on s, not the default stream
+    torch.npu._sleep(SLEEP_CYCLES)  # runs on s, not the default stream
     assert not s.query() and torch.npu.default_stream().query()
     torch.npu.set_stream(None)  # no-op
     assert torch.npu.current_stream() == s
@@ -248,7 +250,7 @@ def test_events_and_streams_of_the_second_device():
     timed_end = torch.npu.Event(enable_timing=True)
     timed_start.record(s)
     with torch.npu.stream(s):
-        torch.npu._sleep(0.2)
+        torch.npu._sleep(200_000_000)
     timed_end.record(s)
     timed_end.synchronize()
     assert timed_start.elapsed_time(timed_end) >= 0.2 * 1000 * 0.95
@@ -288,7 +290,7 @@ def test_cross_stream_waits_and_priorities_on_a_single_compute_thread():
         torch.npu.synchronize()
         with torch.npu.stream(low):
             for _ in range(20):
-                torch.npu._sleep(0.05)
+                torch.npu._sleep(50_000_000)
             x.add_(one)
         other.wait_stream(low)
         with torch.npu.stream(other):
@@ -316,7 +318,7 @@ def test_record_stream_keeps_memory_from_reuse_until_the_other_stream_is_done():
     torch.npu.synchronize()
     side.wait_stream(torch.npu.current_stream())
     with torch.npu.stream(side):
-        torch.npu._sleep(SLEEP)
+        torch.npu._sleep(SLEEP_CYCLES)
         result = src.clone()  # reads src after the sleep
     src.record_stream(side)
     ptr = src.data_ptr()

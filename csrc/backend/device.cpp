@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "backend/error_code.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -47,7 +48,8 @@ void check_not_in_bad_fork() {
 void check_device_index(c10::DeviceIndex device) {
   const auto n = device_count();
   TORCH_CHECK(device >= 0 && device < n, "Invalid device index npu:", static_cast<int>(device), ": ", static_cast<int>(n),
-              " NPU device", n == 1 ? "" : "s", " visible (see ASCEND_RT_VISIBLE_DEVICES and SOFTNPU_DEVICE_COUNT)");
+              " NPU device", n == 1 ? "" : "s", " visible (see ASCEND_RT_VISIBLE_DEVICES and SOFTNPU_DEVICE_COUNT)",
+              error_code(SubModule::PTA, ErrCode::PARAM));
 }
 
 c10::DeviceIndex current_device() {

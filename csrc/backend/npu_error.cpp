@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "backend/error_code.h"
+
 namespace softnpu {
 
 int kernel_error_code(const std::exception& e) {
@@ -49,17 +51,21 @@ void throw_npu_error(snpuError_t err, const char* what) {
     case snpuErrorKernelFailed:
       throw_kernel_error();
     case snpuErrorMemoryAllocation:
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory: ", snpuGetLastErrorMessage());
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory: ", snpuGetLastErrorMessage(),
+                       error_code(SubModule::PTA, ErrCode::MEMORY));
     case snpuErrorInvalidDevice:
-      TORCH_CHECK(false, "NPU error: invalid device ordinal (", snpuGetLastErrorMessage(), ")");
+      TORCH_CHECK(false, "NPU error: invalid device ordinal (", snpuGetLastErrorMessage(), ")",
+                  error_code(SubModule::PTA, ErrCode::PARAM));
     case snpuErrorInvalidConfig:
-      TORCH_CHECK(false, "NPU configuration error: ", snpuGetLastErrorMessage());
+      TORCH_CHECK(false, "NPU configuration error: ", snpuGetLastErrorMessage(),
+                  error_code(SubModule::PTA, ErrCode::VALUE));
     case snpuErrorForked:
       // torch.cuda's words, so multiprocessing users recognize it.
       TORCH_CHECK(false, "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use "
-                         "the 'spawn' start method");
+                         "the 'spawn' start method", error_code(SubModule::PTA, ErrCode::UNAVAIL));
     default:
-      TORCH_CHECK(false, "NPU error: ", snpuGetErrorName(err), ": ", snpuGetLastErrorMessage(), " (in ", what, ")");
+      TORCH_CHECK(false, "NPU error: ", snpuGetErrorName(err), ": ", snpuGetLastErrorMessage(), " (in ", what, ")",
+                  error_code(SubModule::PTA, ErrCode::ACL));
   }
 }
 

@@ -13,3 +13,9 @@ for _name, _module in list(sys.modules.items()):
                                 ["softnpu", "optim"], ["softnpu", "utils"]):
         sys.modules["torch_npu" + _name[len("softnpu"):]] = _module
 del _name, _module
+
+# torch_npu.utils.error_code (and its older name, _error_code): ErrCode, pta_error, ...
+from softnpu import error_code as _error_code_module  # noqa: E402
+
+sys.modules["torch_npu.utils.error_code"] = sys.modules["torch_npu.utils._error_code"] = _error_code_module
+utils.error_code = utils._error_code = _error_code_module

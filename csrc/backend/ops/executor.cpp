@@ -272,6 +272,40 @@ bool resizes_overlapping_out(const OpInfo& info, c10::ArrayRef<c10::IValue> args
   return false;
 }
 
+// Whether a written tensor (out=, in-place self) partially overlaps another argument: x[1:].add_(x[:-1]),
+// torch.cat([a, b], out=t) with t over a's memory. CPU kernels check this before writing and raise, each by its own
+// rule (TensorIterator refuses a partial overlap, cat any overlap); the Meta kernels cannot (meta tensors have no
+// addresses). Such launches take the synchronizing path, where the CPU kernel sees the true aliasing and its error
+// is raised at the call. A written tensor that is exactly another argument (torch.add(x, y, out=x)) stays async.
+// Tensor lists (the foreach ops) are not compared: quadratic in the parameters, on every optimizer step.
+bool partially_overlaps(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  for (int w : info.written_args) {
+    if (!args[w].isTensor()) continue;
+    const at::Tensor& out = args[w].toTensor();
+    if (!out.defined() || out.numel() == 0 || !out.has_storage()) continue;
+    const auto* impl = out.unsafeGetTensorImpl();
+    const c10::StorageImpl* storage = out.storage().unsafeGetStorageImpl();
+    const size_t begin = impl->storage_offset() * out.itemsize();
+    const size_t end = at::detail::computeStorageNbytes(out.sizes(), out.strides(), out.itemsize(), impl->storage_offset());
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (static_cast<int>(i) == w) continue;
+      bool overlap = false;
+      visit_tensors(args[i], [&](const at::Tensor& t) {
+        if (overlap || !t.defined() || t.numel() == 0 || !t.has_storage() || t.unsafeGetTensorImpl() == impl ||
+            t.storage().unsafeGetStorageImpl() != storage)
+          return;
+        const size_t t_begin = t.storage_offset() * t.itemsize();
+        const size_t t_end = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize(), t.storage_offset());
+        const bool same_view = t_begin == begin && t.sizes() == out.sizes() && t.strides() == out.strides() &&
+                               t.scalar_type() == out.scalar_type();
+        overlap = !same_view && t_begin < end && begin < t_end;
+      });
+      if (overlap) return true;
+    }
+  }
+  return false;
+}
+
 // ------------------------------------------------------------------------------------------------ launches
 
 // The CPU kernel's arguments: tensors as the kernel will rebuild them, the CPU device for npu devices, seeds drawn
@@ -356,8 +390,9 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
       }
     }
     TORCH_CHECK(false, info.name,
-                " needs a host fallback (its output shape could not be inferred without the data, so it would "
-                "synchronize with the device), and TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.",
+                " needs a host fallback (it would synchronize with the device: its output shape could not be inferred "
+                "without the data, or a tensor it writes overlaps another argument), and "
+                "TORCH_NPU_FALLBACK_CPU_DISABLE=1 forbids host fallbacks.",
                 cause.empty() ? "" : " Shape inference said: ", cause);
   }
   info.sync_points.fetch_add(1, std::memory_order_relaxed);
@@ -430,7 +465,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       meta = std::move(fresh);
     }
   }
-  if (!meta || resizes_overlapping_out(info, args, *meta)) {
+  if (!meta || resizes_overlapping_out(info, args, *meta) || partially_overlaps(info, args)) {
     run_synchronizing(info, stream, args, stack, meta_error);
     return;
   }

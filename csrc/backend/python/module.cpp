@@ -9,6 +9,7 @@
 
 #include "backend/allocator.h"
 #include "backend/device.h"
+#include "backend/error_code.h"
 #include "backend/generator.h"
 #include "backend/guard.h"
 #include "backend/interrupt.h"
@@ -48,6 +49,10 @@ py::tuple stream_tuple(const NPUStream& s) {
   return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(c10::DeviceType::PrivateUse1));
 }
 
+// The software device's clock, in kHz: one cycle per nanosecond, the resolution of its event timestamps. Reported as
+// the devices' clock_rate, and what torch.npu._sleep counts.
+constexpr int64_t kDeviceClockKHz = 1000000;
+
 py::dict device_properties(int device) {
   check_device_index(device);
   snpuDeviceProp prop{};
@@ -56,6 +61,7 @@ py::dict device_properties(int device) {
   d["name"] = std::string(prop.name);
   d["total_memory"] = prop.total_memory;
   d["compute_threads"] = prop.compute_threads;
+  d["clock_rate_khz"] = kDeviceClockKHz;
   d["physical_index"] = prop.physical_index;
   return d;
 }
@@ -74,10 +80,11 @@ py::dict runtime_stats(int device) {
   return d;
 }
 
-// A kernel that keeps the stream busy for a while: torch.npu._sleep, for tests of asynchrony (as torch.cuda._sleep).
+// A kernel that spins for a number of device clock cycles: torch.npu._sleep, for tests of asynchrony (as
+// torch.cuda._sleep).
 int sleep_kernel(void* arg) {
-  const auto ns = reinterpret_cast<intptr_t>(arg);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  const auto cycles = reinterpret_cast<intptr_t>(arg);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cycles * 1000000 / kDeviceClockKHz);
   while (std::chrono::steady_clock::now() < until) {
   }
   return 0;
@@ -294,11 +301,18 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def(
       "_sleep",
-      [](double seconds) {
+      [](int64_t cycles) {
+        TORCH_CHECK_VALUE(cycles >= 0, "torch.npu._sleep: cycles must be non-negative, got ", cycles,
+                          error_code(SubModule::PTA, ErrCode::VALUE));
         NPU_CHECK(snpuLaunchKernel(getCurrentNPUStream().handle(), "softnpu::sleep", sleep_kernel,
-                                   reinterpret_cast<void*>(static_cast<intptr_t>(seconds * 1e9)), nullptr));
+                                   reinterpret_cast<void*>(static_cast<intptr_t>(cycles)), nullptr));
       },
       py::call_guard<py::gil_scoped_release>());
+
+  // torch_npu's error-code suffix, for the Python side's errors (torch_npu.utils.error_code): one formatter.
+  m.def("_error_code", [](int submodule, int code, int rank) {
+    return error_code(static_cast<SubModule>(submodule), static_cast<ErrCode>(code), rank);
+  });
 
   // torch.Event.elapsed_time accepts only torch.Event itself as `other`; torch.npu.Event subclasses it.
   m.def(

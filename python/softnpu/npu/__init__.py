@@ -126,11 +126,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
 
 
-def _sleep(seconds: float) -> None:
-    """Keeps the current stream busy for `seconds` (a spinning kernel), as torch.cuda._sleep; for tests."""
+def _sleep(cycles: int) -> None:
+    """Keeps the current stream busy for `cycles` cycles of the device clock (a spinning kernel), as
+    torch.cuda._sleep; for tests. The clock is get_device_properties().clock_rate kHz: 1 GHz, so 10**9 cycles take a
+    second."""
     from .. import _C
 
-    _C._sleep(seconds)
+    _C._sleep(cycles)
 
 
 __all__ = [

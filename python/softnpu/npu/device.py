@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from ..error_code import ErrCode, pta_error
 
 _initialized = False
 _init_lock = threading.Lock()
@@ -26,7 +27,7 @@ def _lazy_init() -> None:
     if _is_in_bad_fork():  # before the lock, which a parent's thread may have held when it forked
         raise RuntimeError(
             "Cannot re-initialize NPU in forked subprocess. To use NPU with multiprocessing, you must use the "
-            "'spawn' start method"
+            "'spawn' start method" + pta_error(ErrCode.UNAVAIL)
         )
     with _init_lock:
         if is_initialized():
@@ -44,14 +45,15 @@ def _device_index(device: Any, optional: bool = False) -> int:
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "npu":
-            raise ValueError(f"Expected an npu device, but got: {device}")
+            raise ValueError(f"Expected a npu device, but got: {device}" + pta_error(ErrCode.VALUE))
         device = device.index
     if device is None:
         if optional:
             return current_device()
-        raise ValueError("Expected an npu device with an index, got None")
+        raise ValueError("Expected a npu device with an index, got None" + pta_error(ErrCode.VALUE))
     if not isinstance(device, int):
-        raise ValueError(f"Expected an int, str or torch.device for an npu device, got {type(device).__name__}")
+        raise ValueError(f"Expected an int, str or torch.device for a npu device, got {type(device).__name__}"
+                         + pta_error(ErrCode.VALUE))
     return device
 
 
@@ -127,6 +129,7 @@ class _NPUDeviceProperties:
     name: str
     total_memory: int
     multi_processor_count: int
+    clock_rate: int  # kHz, as CUDA's cudaDeviceProp::clockRate: the software device counts 1 GHz (a cycle per ns)
     major: int
     minor: int
     physical_index: int
@@ -157,6 +160,7 @@ def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
         name=p["name"],
         total_memory=p["total_memory"],
         multi_processor_count=p["compute_threads"],
+        clock_rate=p["clock_rate_khz"],
         major=_CAPABILITY[0],
         minor=_CAPABILITY[1],
         physical_index=p["physical_index"],

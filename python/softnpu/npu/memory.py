@@ -160,7 +160,7 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
         stream = torch.npu.current_stream(index)
     if not isinstance(stream, torch.Stream):
         raise TypeError(
-            "Invalid type for stream argument, must be `torch.npu.Stream` or `torch.Stream` of an npu device"
+            "Invalid type for stream argument, must be `torch.npu.Stream` or `torch.Stream` of a npu device"
         )
     return _C._raw_alloc(size, stream.device_index, stream.stream_id)
 
