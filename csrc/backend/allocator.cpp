@@ -166,7 +166,7 @@ class DeviceAllocatorState {
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = round_size(orig_size);
-    PrivatePool* priv = pool_of_this_thread();
+    PrivatePool* priv = private_pool_for(stream);
     BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
     Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
     if (!block) block = new_segment(pool, size, stream, orig_size, lock);
@@ -239,16 +239,18 @@ class DeviceAllocatorState {
     maybe_erase_pool(p);
   }
 
-  void begin_allocate_to_pool(c10::MempoolId_t id) {
+  // With a stream, allocations on that stream from any thread (a graph capture: autograd's device thread allocates
+  // the backward's tensors on the capturing stream); without, the calling thread's (use_mem_pool).
+  void begin_allocate_to_pool(c10::MempoolId_t id, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    allocate_to_.emplace_back(id, std::this_thread::get_id());
+    allocate_to_.push_back({id, stream ? std::thread::id() : std::this_thread::get_id(), stream});
   }
 
-  void end_allocate_to_pool(c10::MempoolId_t id) {
+  void end_allocate_to_pool(c10::MempoolId_t id, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto me = std::this_thread::get_id();
+    const auto me = stream ? std::thread::id() : std::this_thread::get_id();
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
-      if (it->first == id && it->second == me) {
+      if (it->pool == id && it->thread == me && it->stream == stream) {
         allocate_to_.erase(std::next(it).base());
         return;
       }
@@ -369,13 +371,13 @@ class DeviceAllocatorState {
     return b;
   }
 
-  PrivatePool* pool_of_this_thread() {
+  PrivatePool* private_pool_for(snpuStream_t stream) {
     if (allocate_to_.empty()) return nullptr;
     const auto me = std::this_thread::get_id();
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
-      if (it->second != me) continue;
-      auto& p = private_pools_[it->first];
-      if (!p) p = std::make_unique<PrivatePool>(it->first);
+      if (it->stream ? it->stream != stream : it->thread != me) continue;
+      auto& p = private_pools_[it->pool];
+      if (!p) p = std::make_unique<PrivatePool>(it->pool);
       return p.get();
     }
     return nullptr;
@@ -681,7 +683,12 @@ class DeviceAllocatorState {
   std::vector<snpuEvent_t> free_events_;
   DeviceStats stats_;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
-  std::vector<std::pair<c10::MempoolId_t, std::thread::id>> allocate_to_;  // use_mem_pool contexts, innermost last
+  struct AllocateTo {
+    c10::MempoolId_t pool;
+    std::thread::id thread;  // use_mem_pool's thread, or none for a stream's
+    snpuStream_t stream;     // a capturing stream, or null
+  };
+  std::vector<AllocateTo> allocate_to_;  // use_mem_pool contexts and captures, innermost last
   double fraction_ = 1.0;
   size_t allowed_ = SIZE_MAX;  // reserved bytes allowed by set_per_process_memory_fraction
   bool trace_on_ = false;
@@ -852,7 +859,18 @@ int NPUCachingAllocator::pool_use_count(c10::MempoolId_t pool) {
   return it == g_pool_refs.end() ? 0 : it->second;
 }
 
-void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+void NPUCachingAllocator::retain_pool(c10::MempoolId_t pool) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  ++g_pool_refs[pool];
+}
+
+c10::MempoolId_t NPUCachingAllocator::new_pool_id() {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  return {0, g_next_pool_uid++};
+}
+
+void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                                 snpuStream_t stream) {
   {
     std::lock_guard<std::mutex> g(g_pools_mutex);
     auto it = g_pool_refs.find(pool);
@@ -860,11 +878,12 @@ void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::M
                 ") was released");
     ++it->second;
   }
-  state(device).begin_allocate_to_pool(pool);
+  state(device).begin_allocate_to_pool(pool, stream);
 }
 
-void NPUCachingAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
-  state(device).end_allocate_to_pool(pool);
+void NPUCachingAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                               snpuStream_t stream) {
+  state(device).end_allocate_to_pool(pool, stream);
   release_pool(pool);
 }
 
