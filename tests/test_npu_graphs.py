@@ -191,3 +191,30 @@ def test_replay_is_asynchronous():
     assert not done.query()
     done.synchronize()
     assert done.query()
+
+
+def test_reduce_overhead_compile_replays_npu_graphs():
+    from softnpu.inductor import npu_graphs
+
+    module = mlp().npu()
+    eager = copy.deepcopy(module)
+    compiled = torch.compile(module, mode="reduce-overhead")
+    opt_c = torch.optim.SGD(module.parameters(), lr=0.1)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    before = len(npu_graphs.GRAPHS)
+    for _ in range(4):
+        x = torch.randn(8, 16, device="npu")
+        loss_c = compiled(x).square().mean()
+        loss_c.backward()
+        opt_c.step()
+        opt_c.zero_grad()
+        loss_e = eager(x).square().mean()
+        loss_e.backward()
+        opt_e.step()
+        opt_e.zero_grad()
+        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu())
+    for p, q in zip(module.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.cpu(), q.cpu())
+    graphs = npu_graphs.GRAPHS[before:]
+    # Forward and backward each: a warm-up call, then a capture (which replays) and replays.
+    assert [g._replay_count() for g in graphs] == [3, 3]
