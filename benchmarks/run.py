@@ -63,7 +63,7 @@ def format_row(row: dict) -> str:
             ratio += f"   baseline/npu {row['baseline/npu']:5.2f}"
         if row["kind"] == "graphed":
             detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
-            ratio += f"   replay/eager npu {row['replay/eager npu']:5.2f}"
+            ratio += f"   replay/eager npu {row['replay/eager npu']:5.2f}   "
         if row["kind"] == "compiled":
             compile_s = row["compile seconds"]
             detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
