@@ -218,3 +218,18 @@ def test_reduce_overhead_compile_replays_npu_graphs():
     graphs = npu_graphs.GRAPHS[before:]
     # Forward and backward each: a warm-up call, then a capture (which replays) and replays.
     assert [g._replay_count() for g in graphs] == [3, 3]
+
+
+def test_freeing_a_released_pool_during_another_capture_waits_for_the_capture():
+    x = torch.ones(1024, device="npu")
+    g1 = torch.npu.NPUGraph()
+    with torch.npu.graph(g1):
+        kept = x * 2
+    g1.replay()
+    g1.reset()  # its pool is released; `kept` holds its last segment
+    g2 = torch.npu.NPUGraph()
+    with torch.npu.graph(g2):
+        y = x + 1
+        del kept  # the released pool's segment would be freed now, which would wait for the device
+    g2.replay()
+    torch.testing.assert_close(y.cpu(), torch.full((1024,), 2.0))

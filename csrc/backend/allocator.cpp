@@ -19,6 +19,7 @@
 
 #include "backend/device.h"
 #include "backend/env.h"
+#include "backend/graph.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -594,6 +595,9 @@ class DeviceAllocatorState {
 
   // Returns every whole free segment of the pool to the runtime.
   void release_cached(BlockPool& pool) {
+    // Freeing waits for the device, which an NPU graph capture refuses (and would be invalidated by): the segments
+    // stay cached until a release after the capture (empty_cache, or the next free into a released pool).
+    if (capture_underway()) return;
     for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
       Block* b = *it;
       if (b->is_split()) {
