@@ -130,6 +130,49 @@ def compiled_training(name: str):
     return configs
 
 
+# A training step captured into an NPU graph and replayed (kind "graphed"): "npu" replays the graph (one launch per
+# step), "eager npu" runs the same step op by op, "cpu" eagerly on the CPU. SGD with momentum: its state lives on the
+# device, so the whole step is captured.
+# "small mlp": small enough that launching its ~40 ops costs the host more than running them.
+def _sgd_step(name: str, device: str):
+    torch.manual_seed(0)
+    if name == "small mlp":
+        module = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device)
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(8, 64, generator=g).to(device), torch.randint(0, 10, (8,), generator=g).to(device)
+    else:
+        module = models.MODELS[name]().to(device)
+        x, y = models.batch(name, device)
+    opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        out = module(x)
+        loss_fn(out.reshape(-1, out.shape[-1]), y).backward()
+        opt.step()
+
+    return step
+
+
+def graphed_training(name: str):
+    def eager(device: str):
+        step = _sgd_step(name, device)
+        return lambda n: [step() for _ in range(n)]
+
+    step = _sgd_step(name, NPU)
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        for _ in range(2):
+            step()
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, stream=side):
+        step()
+    replay = lambda n: [graph.replay() for _ in range(n)]  # noqa: E731
+    return {"cpu": ("cpu", eager("cpu"), False), "npu": (NPU, replay, False), "eager npu": (NPU, eager(NPU), False)}
+
+
 # Half precision on npu against float32 on npu (kind "dtype"): each config is the same work in one dtype.
 HALF = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -188,6 +231,9 @@ CASES = {
     "training step, MLP": (lambda: training("mlp"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, CNN": (lambda: training("cnn"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
     "training step, transformer": (lambda: training("transformer"), "time", "npu/cpu <= 1.10; baseline/npu >= 2", 1),
+    "NPU graph: training step, MLP": (lambda: graphed_training("mlp"), "graphed", "replay/eager npu < 1", 1),
+    "NPU graph: training step, small MLP": (lambda: graphed_training("small mlp"), "graphed", "replay/eager npu < 1",
+                                            1),
     "compiled: training step, MLP": (lambda: compiled_training("mlp"), "compiled",
                                      "compiled/eager npu <= 0.8; npu/cpu <= 1.05", 1),
     "compiled: training step, transformer": (lambda: compiled_training("transformer"), "compiled",

@@ -31,6 +31,9 @@ def run_case(name: str, rounds: int) -> dict:
         row["npu/cpu"] = times["npu"] / times["cpu"]
         row["compiled/eager npu"] = times["npu"] / times["eager npu"]
         row["compile seconds"] = dict(cases.COMPILE_SECONDS)
+    elif kind == "graphed":
+        row["npu/cpu"] = times["npu"] / times["cpu"]
+        row["replay/eager npu"] = times["npu"] / times["eager npu"]
     elif kind == "dtype":
         for name in times:
             if name != "float32":
@@ -58,6 +61,9 @@ def format_row(row: dict) -> str:
         ratio = f"{label} {row['npu/cpu']:5.2f}"
         if "baseline/npu" in row:
             ratio += f"   baseline/npu {row['baseline/npu']:5.2f}"
+        if row["kind"] == "graphed":
+            detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
+            ratio += f"   replay/eager npu {row['replay/eager npu']:5.2f}   "
         if row["kind"] == "compiled":
             compile_s = row["compile seconds"]
             detail += f"  eager npu {t['eager npu'] * scale:9.2f} {unit}"
@@ -84,8 +90,8 @@ def chart(rows: list, path: str) -> None:
                 colors.append("tab:orange")
             continue
         else:
-            labels.append(row["case"] + {"bandwidth": " (bandwidth)", "compiled": " (compiled npu/compiled cpu)"}.get(
-                row["kind"], ""))
+            labels.append(row["case"] + {"bandwidth": " (bandwidth)", "compiled": " (compiled npu/compiled cpu)",
+                                         "graphed": " (replayed npu/cpu)"}.get(row["kind"], ""))
             values.append(row["npu/cpu"])
         colors.append("tab:blue")
         if "baseline/npu" in row:

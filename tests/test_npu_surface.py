@@ -27,15 +27,11 @@ DoubleStorage FloatStorage HalfStorage BFloat16Storage LongStorage IntStorage Sh
 BoolStorage
 """.split()
 
-# Not there yet: the NPU graphs (issue 11, item 4).
-MISSING = {"NPUGraph", "graph", "graph_pool_handle", "make_graphed_callables"}
-
 
 def test_share_of_cuda_equivalent_names():
     assert len(CUDA_EQUIVALENT_NAMES) == len(set(CUDA_EQUIVALENT_NAMES)) == 99
     present = {n for n in CUDA_EQUIVALENT_NAMES if hasattr(torch.npu, n)}
-    assert set(CUDA_EQUIVALENT_NAMES) - present == MISSING
-    assert len(present) == 95  # 96 %
+    assert present == set(CUDA_EQUIVALENT_NAMES)  # 99 of 99
     assert present <= set(torch.npu.__all__)
     assert torch_npu.npu is torch.npu
 

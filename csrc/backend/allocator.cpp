@@ -19,6 +19,7 @@
 
 #include "backend/device.h"
 #include "backend/env.h"
+#include "backend/graph.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -191,7 +192,7 @@ class DeviceAllocatorState {
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
     const size_t size = round_size(orig_size);
-    PrivatePool* priv = pool_of_this_thread();
+    PrivatePool* priv = private_pool_for(stream);
     BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
     Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
     if (!block) {
@@ -268,16 +269,18 @@ class DeviceAllocatorState {
     maybe_erase_pool(p);
   }
 
-  void begin_allocate_to_pool(c10::MempoolId_t id) {
+  // With a stream, allocations on that stream from any thread (a graph capture: autograd's device thread allocates
+  // the backward's tensors on the capturing stream); without, the calling thread's (use_mem_pool).
+  void begin_allocate_to_pool(c10::MempoolId_t id, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    allocate_to_.emplace_back(id, std::this_thread::get_id());
+    allocate_to_.push_back({id, stream ? std::thread::id() : std::this_thread::get_id(), stream});
   }
 
-  void end_allocate_to_pool(c10::MempoolId_t id) {
+  void end_allocate_to_pool(c10::MempoolId_t id, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto me = std::this_thread::get_id();
+    const auto me = stream ? std::thread::id() : std::this_thread::get_id();
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
-      if (it->first == id && it->second == me) {
+      if (it->pool == id && it->thread == me && it->stream == stream) {
         allocate_to_.erase(std::next(it).base());
         return;
       }
@@ -406,15 +409,15 @@ class DeviceAllocatorState {
     return b;
   }
 
-  PrivatePool* pool_of_this_thread() {
+  PrivatePool* private_pool_for(snpuStream_t stream) {
     if (allocate_to_.empty()) return nullptr;
     const auto me = std::this_thread::get_id();
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
-      if (it->second != me) continue;
-      auto& p = private_pools_[it->first];
+      if (it->stream ? it->stream != stream : it->thread != me) continue;
+      auto& p = private_pools_[it->pool];
       if (!p) {
-        const auto [alloc, free] = pool_allocator(it->first);
-        p = std::make_unique<PrivatePool>(it->first, alloc, free);
+        const auto [alloc, free] = pool_allocator(it->pool);
+        p = std::make_unique<PrivatePool>(it->pool, alloc, free);
       }
       return p.get();
     }
@@ -507,7 +510,9 @@ class DeviceAllocatorState {
   // free last block). Returns a free block outside the pool, counted as a pool block would be; null when the
   // device (or the memory fraction) has no room.
   Block* grow(BlockPool& pool, size_t size, snpuStream_t stream) {
-    if (auto it = expandable_.find({&pool, stream}); it != expandable_.end()) unmap_free(*it->second);
+    // Unmapping waits for the device, which an NPU graph capture refuses: during one the segment only grows.
+    if (auto it = expandable_.find({&pool, stream}); it != expandable_.end() && !capture_underway())
+      unmap_free(*it->second);
     ExpandableSegment& seg = segment_for(pool, stream);
     const size_t g = seg.granularity;
     const size_t need = (size + g - 1) / g * g;
@@ -850,6 +855,9 @@ class DeviceAllocatorState {
 
   // Returns every whole free segment of the pool to the runtime.
   void release_cached(BlockPool& pool) {
+    // Freeing waits for the device, which an NPU graph capture refuses (and would be invalidated by): the segments
+    // stay cached until a release after the capture (empty_cache, or the next free into a released pool).
+    if (capture_underway()) return;
     if (!expandable_.empty()) {
       std::vector<ExpandableSegment*> mine;
       for (auto& [key, seg] : expandable_)
@@ -951,7 +959,12 @@ class DeviceAllocatorState {
   std::vector<snpuEvent_t> free_events_;
   DeviceStats stats_;
   std::map<c10::MempoolId_t, std::unique_ptr<PrivatePool>> private_pools_;
-  std::vector<std::pair<c10::MempoolId_t, std::thread::id>> allocate_to_;  // use_mem_pool contexts, innermost last
+  struct AllocateTo {
+    c10::MempoolId_t pool;
+    std::thread::id thread;  // use_mem_pool's thread, or none for a stream's
+    snpuStream_t stream;     // a capturing stream, or null
+  };
+  std::vector<AllocateTo> allocate_to_;  // use_mem_pool contexts and captures, innermost last
   double fraction_ = 1.0;
   size_t allowed_ = SIZE_MAX;  // reserved bytes allowed by set_per_process_memory_fraction
   bool trace_on_ = false;
@@ -1134,7 +1147,18 @@ int NPUCachingAllocator::pool_use_count(c10::MempoolId_t pool) {
   return it == g_pool_refs.end() ? 0 : it->second;
 }
 
-void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+void NPUCachingAllocator::retain_pool(c10::MempoolId_t pool) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  ++g_pool_refs[pool];
+}
+
+c10::MempoolId_t NPUCachingAllocator::new_pool_id() {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  return {0, g_next_pool_uid++};
+}
+
+void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                                 snpuStream_t stream) {
   {
     std::lock_guard<std::mutex> g(g_pools_mutex);
     auto it = g_pool_refs.find(pool);
@@ -1142,11 +1166,12 @@ void NPUCachingAllocator::begin_allocate_to_pool(c10::DeviceIndex device, c10::M
                 ") was released");
     ++it->second;
   }
-  state(device).begin_allocate_to_pool(pool);
+  state(device).begin_allocate_to_pool(pool, stream);
 }
 
-void NPUCachingAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
-  state(device).end_allocate_to_pool(pool);
+void NPUCachingAllocator::end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                               snpuStream_t stream) {
+  state(device).end_allocate_to_pool(pool, stream);
   release_pool(pool);
 }
 

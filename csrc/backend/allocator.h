@@ -72,15 +72,20 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   double memory_fraction(c10::DeviceIndex device);
 
   // Private pools: create returns a new id, release drops the creator's reference. While begin/end bracket a
-  // thread's work, that thread's allocations on the device come from the pool. A pool created with alloc/free (an
-  // NPUPluggableAllocator's, see use_pluggable) gets its segments from them instead of the runtime.
+  // thread's work, that thread's allocations on the device come from the pool; with a stream (an NPU graph's
+  // capture), the allocations on that stream from any thread. A pool created with alloc/free (an
+  // NPUPluggableAllocator's, see use_pluggable) gets its segments from them instead of the runtime. retain adds
+  // a reference (creating the pool for an id from new_pool_id, torch.npu.graph_pool_handle: the graphs that
+  // capture into it hold it).
   using PluggableAllocFn = void* (*)(size_t size, int device, snpuStream_t stream);
   using PluggableFreeFn = void (*)(void* ptr, size_t size, int device, snpuStream_t stream);
   c10::MempoolId_t create_pool(PluggableAllocFn alloc = nullptr, PluggableFreeFn free = nullptr);
+  c10::MempoolId_t new_pool_id();
+  void retain_pool(c10::MempoolId_t pool);
   void release_pool(c10::MempoolId_t pool);
   int pool_use_count(c10::MempoolId_t pool);
-  void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
-  void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+  void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool, snpuStream_t stream = nullptr);
+  void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool, snpuStream_t stream = nullptr);
 
   // torch.npu.memory.change_current_allocator(NPUPluggableAllocator(...)): every later allocation calls the user's
   // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first

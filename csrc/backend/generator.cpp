@@ -54,13 +54,21 @@ c10::intrusive_ptr<c10::TensorImpl> NPUGeneratorImpl::get_state() const {
   return state.getIntrusivePtr();
 }
 
-uint64_t NPUGeneratorImpl::next_kernel_seed() {
-  // splitmix64 of (seed, offset): consecutive offsets give independent CPU generator seeds.
-  uint64_t z = seed_ + 0x9E3779B97F4A7C15ULL * (++offset_);
+namespace {
+
+// splitmix64 of (seed, n): consecutive n give independent CPU generator seeds.
+uint64_t mix(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * n;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+
+}  // namespace
+
+uint64_t NPUGeneratorImpl::next_kernel_seed() { return mix(seed_, ++offset_); }
+
+uint64_t graph_kernel_seed(uint64_t base, uint64_t index) { return mix(base, index + 1); }
 
 NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {
   auto* gen = new NPUGeneratorImpl(device().index(), seed_);

@@ -30,11 +30,20 @@ class NPUGeneratorImpl final : public c10::GeneratorImpl {
   // The seed for the next random kernel (advances the offset).
   uint64_t next_kernel_seed();
 
+  // NPU graph capture (graph.cpp), under mutex_. While a graph captures with this generator, its kernels get no seed
+  // at launch but a draw index; at run time each takes graph_kernel_seed(*capture_slot, index), where the slot is
+  // device memory the graph rewrites in stream order before each replay: every replay draws fresh numbers.
+  const uint64_t* capture_slot = nullptr;
+  uint64_t capture_draws = 0;
+
  private:
   NPUGeneratorImpl* clone_impl() const override;
   uint64_t seed_;
   uint64_t offset_ = 0;
 };
+
+// The seed of a captured random kernel: draw `index` of a replay whose base seed is `base`.
+uint64_t graph_kernel_seed(uint64_t base, uint64_t index);
 
 // The default generator of a device (created on first use, seeded with c10's default seed).
 const at::Generator& default_generator(c10::DeviceIndex device);

@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "backend/graph.h"
+
 namespace softnpu {
 
 namespace {
@@ -15,6 +17,7 @@ void set_sync_debug_mode(SyncDebugMode mode) { g_mode.store(static_cast<int>(mod
 SyncDebugMode sync_debug_mode() { return static_cast<SyncDebugMode>(g_mode.load(std::memory_order_relaxed)); }
 
 void check_sync_debug(const char* what) {
+  check_not_capturing(what);
   const auto mode = sync_debug_mode();
   if (C10_LIKELY(mode == SyncDebugMode::kDisabled)) return;
   TORCH_CHECK(mode != SyncDebugMode::kError, what,

@@ -11,7 +11,8 @@ void set_sync_debug_mode(SyncDebugMode mode);
 SyncDebugMode sync_debug_mode();
 
 // Called by every path that synchronizes on the host's behalf: warns (UserWarning) or raises (RuntimeError) naming
-// `what` (the op) when the mode says so.
+// `what` (the op) when the mode says so; during an NPU graph capture of the current stream, raises and invalidates
+// the capture (graph.h).
 void check_sync_debug(const char* what);
 
 }  // namespace softnpu

@@ -19,6 +19,7 @@
 #include "backend/allocator.h"
 #include "backend/env.h"
 #include "backend/generator.h"
+#include "backend/graph.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/ops/ivalue_tensors.h"
@@ -323,13 +324,19 @@ void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, c10:
     const at::Generator gen = args[g].isGenerator() ? args[g].toGenerator() : default_generator(device);
     auto* impl = gen.get<NPUGeneratorImpl>();
     std::lock_guard<std::mutex> lock(impl->mutex_);
-    k.seeds.emplace_back(g, impl->next_kernel_seed());
+    if (C10_UNLIKELY(impl->capture_slot != nullptr)) {
+      k.seed_slot = impl->capture_slot;
+      k.seeds.emplace_back(g, impl->capture_draws++);
+    } else {
+      k.seeds.emplace_back(g, impl->next_kernel_seed());
+    }
     k.stack[g] = c10::IValue();
   }
 }
 
 void launch(const OpInfo& info, const NPUStream& stream, KernelLaunch* k) {
   const profiler::LaunchScope traced(info.name.c_str());
+  if (C10_UNLIKELY(capture_underway())) k->replayable = true;
   // On failure the runtime has already handed the record back through recycle_kernel; while the queue is full it
   // has not taken it, so an interrupted wait for room hands it back here.
   for (;;) {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "backend/generator.h"
 #include "backend/npu_error.h"
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
@@ -369,12 +370,20 @@ uint64_t work_bytes(const KernelLaunch& k, bool float32) {
 int run_kernel(void* arg) {
   auto& k = *static_cast<KernelLaunch*>(arg);
   try {
+    if (C10_UNLIKELY(k.replayable)) {
+      if (k.pristine.empty()) {
+        k.pristine = k.stack;
+      } else {
+        k.stack = k.pristine;
+      }
+    }
     const bool float32 = k.info->float32_dtypes && runs_in_float32(k);
     set_kernel_threads(snpuKernelThreadBudget(work_bytes(k, float32)));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
     for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);
-    for (const auto& [index, seed] : k.seeds) k.stack[index] = kernel_generator(seed);
+    for (const auto& [index, seed] : k.seeds)
+      k.stack[index] = kernel_generator(k.seed_slot ? graph_kernel_seed(*k.seed_slot, seed) : seed);
     if (k.sync) k.sync->arguments = k.stack;
     std::vector<c10::IValue> outputs;
     outputs.reserve(k.output_slots.size());
@@ -427,6 +436,9 @@ void recycle_kernel(void* arg) {
   k->argument_slots.clear();
   k->output_slots.clear();
   k->seeds.clear();
+  k->seed_slot = nullptr;
+  k->replayable = false;
+  k->pristine.clear();
   k->use_out_variant = false;
   k->out_variant_failed.reset();
   k->sync.reset();

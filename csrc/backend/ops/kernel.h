@@ -75,6 +75,12 @@ struct KernelLaunch {
   std::vector<TensorSlot> argument_slots;
   std::vector<TensorSlot> output_slots;
   c10::SmallVector<std::pair<size_t, uint64_t>, 1> seeds;  // generator argument -> seed drawn at launch
+  // Captured into an NPU graph: seeds holds draw indices, the seed is read from this slot at run time.
+  const uint64_t* seed_slot = nullptr;
+  // Launched while an NPU graph captures: the record may run many times, and running consumes the stack (the op
+  // replaces its arguments with its returns), so each run starts from a copy kept at the first.
+  bool replayable = false;
+  torch::jit::Stack pristine;
   bool use_out_variant = false;                           // write through the op's out= overload
   std::shared_ptr<std::atomic<bool>> out_variant_failed;  // set when the out= overload misbehaves
   std::shared_ptr<SyncResult> sync;

@@ -11,6 +11,7 @@
 #include "backend/device.h"
 #include "backend/error_code.h"
 #include "backend/generator.h"
+#include "backend/graph.h"
 #include "backend/guard.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
@@ -387,6 +388,27 @@ PYBIND11_MODULE(_C, m) {
     arm_overflow_check();
     clear_overflow_flag();
   });
+  py::class_<NPUGraph>(m, "_NPUGraph")
+      .def(py::init<>())
+      .def("capture_begin",
+           [](NPUGraph& g, const py::tuple& pool, int mode) {
+             g.capture_begin(pool_id(pool), static_cast<snpuStreamCaptureMode>(mode));
+           })
+      .def("capture_end", &NPUGraph::capture_end)
+      .def("replay", &NPUGraph::replay)
+      .def("reset", &NPUGraph::reset)
+      .def("pool",
+           [](const NPUGraph& g) {
+             const auto id = g.pool();
+             return py::make_tuple(id.first, id.second);
+           })
+      .def("node_count", &NPUGraph::node_count)
+      .def("replay_count", &NPUGraph::replay_count);
+  m.def("_graph_pool_handle", [] {
+    const auto id = graph_pool_handle();
+    return py::make_tuple(id.first, id.second);
+  });
+  m.def("_is_current_stream_capturing", &current_stream_capturing);
   m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(static_cast<SyncDebugMode>(mode)); });
   m.def("_get_sync_debug_mode", [] { return static_cast<int>(sync_debug_mode()); });
 

@@ -9,6 +9,7 @@
 #include "activity.h"
 #include "copy.h"
 #include "errors.h"
+#include "graph.h"
 #include "kernel.h"
 #include "runtime_state.h"
 #include "softnpu/runtime.h"
@@ -153,6 +154,7 @@ snpuError_t snpuDeviceSynchronizeTimeout(uint64_t timeout_us) {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (in_kernel()) return not_in_kernel("snpuDeviceSynchronize");
+    if (snpuError_t e = check_unsafe_in_capture(rt->current_device(), "snpuDeviceSynchronize")) return e;
     return rt->current_device()->synchronize(true, deadline_after(timeout_us));
   });
 }
@@ -177,6 +179,7 @@ snpuError_t snpuFree(void* ptr) {
     Allocation a;
     if (!rt->memory.find(ptr, &a) || a.base != ptr || a.type != snpuMemoryTypeDevice)
       return rt->memory.free(ptr, snpuMemoryTypeDevice);  // fails, saying why
+    if (snpuError_t e = check_unsafe_in_capture(a.device, "snpuFree")) return e;
     // As cudaFree: queued kernels never see freed memory. Their errors stay for the caller's next sync.
     a.device->synchronize(false);
     return rt->memory.free(ptr, snpuMemoryTypeDevice);
@@ -363,6 +366,7 @@ snpuError_t snpuStreamQuery(snpuStream_t stream) {
     Stream* s;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuStreamQuery", &s)) return e;
+    if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) return refuse_in_capture(c, "snpuStreamQuery");
     return s->reached(s->enqueued()) ? snpuSuccess : snpuErrorNotReady;
   });
 }
@@ -376,6 +380,8 @@ snpuError_t snpuStreamSynchronizeTimeout(snpuStream_t stream, uint64_t timeout_u
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuStreamSynchronize", &s)) return e;
     if (in_kernel()) return not_in_kernel("snpuStreamSynchronize");
+    if (StreamCapture* c = s->capture.load(std::memory_order_acquire))
+      return refuse_in_capture(c, "snpuStreamSynchronize");
     return synchronize(s, s->enqueued(), deadline_after(timeout_us));
   });
 }
@@ -388,6 +394,8 @@ snpuError_t snpuStreamWaitEvent(snpuStream_t stream, snpuEvent_t event) {
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuStreamWaitEvent", &s)) return e;
     if (snpuError_t e = rt->event(event, "snpuStreamWaitEvent", &ev)) return e;
+    if (StreamCapture* c = s->capture.load(std::memory_order_acquire))
+      return refuse_in_capture(c, "snpuStreamWaitEvent");
     Event::Capture capture = ev->capture();
     if (!capture.stream) return snpuSuccess;  // never recorded: complete
     if (capture.stream == s || capture.stream->reached(capture.seq)) {
@@ -456,6 +464,7 @@ snpuError_t snpuEventRecord(snpuEvent_t event, snpuStream_t stream) {
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->event(event, "snpuEventRecord", &ev)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuEventRecord", &s)) return e;
+    if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) return refuse_in_capture(c, "snpuEventRecord");
     uint64_t seq = ev->record(s);
     if (rt->config.launch_blocking && !in_kernel()) return synchronize(s, seq);
     return snpuSuccess;
@@ -556,6 +565,77 @@ int snpuKernelThreadBudget(uint64_t work_bytes) { return kernel_thread_budget(wo
 snpuStream_t snpuKernelCurrentStream(void) {
   Stream* s = kernel_current_stream();
   return s ? static_cast<snpuStream_t>(s->handle) : nullptr;
+}
+
+// ---------------------------------------------------------------- graphs
+
+snpuError_t snpuStreamBeginCapture(snpuStream_t stream, snpuStreamCaptureMode mode) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamBeginCapture", &s)) return e;
+    return begin_capture(s, mode);
+  });
+}
+
+snpuError_t snpuStreamEndCapture(snpuStream_t stream, snpuGraph_t* graph) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!graph) return null_argument("snpuStreamEndCapture", "graph");
+    if (snpuError_t e = rt->stream(stream, "snpuStreamEndCapture", &s)) return e;
+    Graph* g;
+    snpuError_t e = end_capture(s, &g);
+    *graph = reinterpret_cast<snpuGraph_t>(g);
+    return e;
+  });
+}
+
+snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptureStatus* status) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!status) return null_argument("snpuStreamIsCapturing", "status");
+    if (snpuError_t e = rt->stream(stream, "snpuStreamIsCapturing", &s)) return e;
+    StreamCapture* c = s->capture.load(std::memory_order_acquire);
+    if (!c) {
+      *status = snpuStreamCaptureStatusNone;
+    } else {
+      std::lock_guard<std::mutex> lock(c->mutex);
+      *status = c->invalidated ? snpuStreamCaptureStatusInvalidated : snpuStreamCaptureStatusActive;
+    }
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count) {
+  return guarded([&] {
+    if (!graph) return null_argument("snpuGraphGetNodeCount", "graph");
+    if (!count) return null_argument("snpuGraphGetNodeCount", "count");
+    *count = reinterpret_cast<Graph*>(graph)->tasks.size();
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGraphLaunch(snpuGraph_t graph, snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!graph) return null_argument("snpuGraphLaunch", "graph");
+    if (snpuError_t e = rt->stream(stream, "snpuGraphLaunch", &s)) return e;
+    return launch_graph(reinterpret_cast<Graph*>(graph), s);
+  });
+}
+
+snpuError_t snpuGraphDestroy(snpuGraph_t graph) {
+  return guarded([&] {
+    if (graph) reinterpret_cast<Graph*>(graph)->release();
+    return snpuSuccess;
+  });
 }
 
 // ---------------------------------------------------------------- activity

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "graph.h"
 #include "kernel.h"
 #include "parallel_copy.h"
 #include "runtime_state.h"
@@ -109,6 +110,7 @@ snpuError_t copy_sync(Runtime& rt, void* dst, const void* src, size_t size, snpu
   if (size == 0) return snpuSuccess;
   if (in_kernel()) return refuse_in_kernel("snpuMemcpy", "it waits for the device, which could deadlock");
   Device* device = plan.device ? plan.device : rt.current_device();
+  if (snpuError_t e = check_unsafe_in_capture(device, "snpuMemcpy")) return e;
   return launch(device->default_stream(), plan.task, true);
 }
 

@@ -33,6 +33,8 @@ const char* error_name(snpuError_t code) {
     case snpuErrorNotPermitted: return "snpuErrorNotPermitted";
     case snpuErrorInternal: return "snpuErrorInternal";
     case snpuErrorForked: return "snpuErrorForked";
+    case snpuErrorStreamCaptureUnsupported: return "snpuErrorStreamCaptureUnsupported";
+    case snpuErrorStreamCaptureInvalidated: return "snpuErrorStreamCaptureInvalidated";
   }
   return "snpuErrorUnknown";
 }

@@ -6,6 +6,7 @@
 
 #include "activity.h"
 #include "device.h"
+#include "graph.h"
 #include "log.h"
 #include "runtime_state.h"
 
@@ -40,6 +41,8 @@ bool in_kernel() { return t_kernel.stream != nullptr; }
 constexpr uint64_t kMaxQueued = 1024;
 
 snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline) {
+  if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) [[unlikely]]
+    return capture_task(c, task, wait);
   Device* d = s->device;
   // A full queue: the host sleeps until half of it has run, then queues the next half at full speed (waking for each
   // kernel that finishes would cost the host a context switch per launch).

@@ -21,6 +21,7 @@ namespace softnpu::rt {
 class Device;
 class Event;
 class Stream;
+class StreamCapture;
 
 // Host waits may give up at a deadline (the timed synchronizing calls, a launch waiting for room).
 using Deadline = std::chrono::steady_clock::time_point;
@@ -207,6 +208,9 @@ class Stream {
 
   // Ready-list link, guarded by the device's scheduler mutex.
   Stream* next_ready = nullptr;
+
+  // The capture recording this stream's launches (graph.h), or null: the one check the launch path makes.
+  std::atomic<StreamCapture*> capture{nullptr};
 
  private:
   void notify_host_waiters(uint64_t done);

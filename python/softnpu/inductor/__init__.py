@@ -34,12 +34,13 @@ def register_device_interface() -> None:
 def register_backend() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
-    from . import cpu_assumptions
+    from . import cpu_assumptions, npu_graphs
     from .codegen import NpuCppScheduling, NpuDeviceOpOverrides, NpuWrapperCodegen
 
     register_backend_for_device("npu", NpuCppScheduling, NpuWrapperCodegen)
     register_device_op_overrides("npu", NpuDeviceOpOverrides())
     cpu_assumptions.apply()
+    npu_graphs.apply()
 
 
 # module -> what to do once it has been executed

@@ -41,6 +41,7 @@ from .device import (
     synchronize,
     utilization,
 )
+from .graphs import NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from . import memory
 from .interop import can_device_access_peer, current_blas_handle, ipc_collect
 from .legacy_types import *  # noqa: F403 (FloatTensor, ..., FloatStorage, ...)
@@ -97,7 +98,6 @@ from .streams import (
     StreamContext,
     current_stream,
     default_stream,
-    is_current_stream_capturing,
     set_stream,
     stream,
 )
@@ -139,6 +139,7 @@ __all__ = [
     "Event",
     "ExternalEvent",
     "MemPool",
+    "NPUGraph",
     "NPUPluggableAllocator",
     "Stream",
     "StreamContext",
@@ -171,6 +172,8 @@ __all__ = [
     "get_rng_state",
     "get_rng_state_all",
     "get_sync_debug_mode",
+    "graph",
+    "graph_pool_handle",
     "host_empty_cache",
     "host_memory_stats",
     "host_memory_stats_as_nested_dict",
@@ -183,6 +186,7 @@ __all__ = [
     "is_bf16_supported",
     "is_current_stream_capturing",
     "is_initialized",
+    "make_graphed_callables",
     "manual_seed",
     "manual_seed_all",
     "matmul",

@@ -129,11 +129,6 @@ def stream(stream: Optional[torch.Stream]) -> StreamContext:
     return StreamContext(stream)
 
 
-def is_current_stream_capturing() -> bool:
-    """Whether the current stream is capturing a graph (torch.cuda's name; libraries ask before syncing)."""
-    return current_stream().is_capturing()
-
-
 class ExternalEvent:
     """torch_npu's ExternalEvent: an event recorded and waited on explicitly, and reset for reuse (ACL's external
     events, made for graph capture). record/wait order streams as Event's do; after reset(), a wait does not wait

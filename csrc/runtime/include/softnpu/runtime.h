@@ -55,7 +55,9 @@ typedef enum snpuError {
   snpuErrorInvalidConfig = 8,    /* a malformed environment variable */
   snpuErrorNotPermitted = 9,     /* the call is not allowed here (e.g. synchronizing from inside a kernel) */
   snpuErrorInternal = 10,
-  snpuErrorForked = 11           /* a child forked after the runtime was initialized cannot use it (see Fork) */
+  snpuErrorForked = 11,          /* a child forked after the runtime was initialized cannot use it (see Fork) */
+  snpuErrorStreamCaptureUnsupported = 12, /* not permitted while a stream captures (see Graphs); invalidates it */
+  snpuErrorStreamCaptureInvalidated = 13  /* the capture was invalidated by an earlier illegal call */
 } snpuError_t;
 
 /* SYNC. Readable name of an error code ("snpuErrorMemoryAllocation"). Never NULL. */
@@ -270,6 +272,53 @@ SNPU_API void snpuKernelSetErrorMessage(const char* message);
 SNPU_API int snpuKernelThreadBudget(uint64_t work_bytes);
 /* Inside a kernel only: the stream it runs on. NULL outside kernels. */
 SNPU_API snpuStream_t snpuKernelCurrentStream(void);
+
+/* ---------------------------------------------------------------- graphs (stream capture)
+ *
+ * As CUDA's stream capture. Between snpuStreamBeginCapture and snpuStreamEndCapture, kernels, copies and memsets
+ * launched on the stream are recorded, not run (their launch calls return snpuSuccess at once). End-capture yields a
+ * graph; snpuGraphLaunch enqueues the whole recorded sequence as ONE task, run by one compute thread in recorded
+ * order, ordered with the stream's other work; a graph may be launched any number of times. A recorded kernel's arg
+ * belongs to the graph: its cleanup runs once, when the graph is destroyed and no launch of it is pending.
+ *
+ * Illegal while capturing (snpuErrorStreamCaptureUnsupported; the capture is invalidated: later launches on the
+ * stream fail with snpuErrorStreamCaptureInvalidated, and end-capture fails with it and yields no graph):
+ *  - snpuStreamSynchronize / snpuStreamQuery of the capturing stream, a copy that must complete before its call
+ *    returns (pageable host memory) or is staged (pageable host to device), event records on it and waits of it;
+ *  - unless the capture's mode is snpuStreamCaptureModeRelaxed: snpuDeviceSynchronize, snpuMemcpy and snpuFree on
+ *    the capturing stream's device — from any thread in global mode, from the thread that began the capture in
+ *    thread-local mode (CUDA's cudaStreamCaptureMode). The capture invalidated is every capture on that device
+ *    that the mode applies to. */
+
+typedef struct snpuGraph* snpuGraph_t;
+
+typedef enum snpuStreamCaptureMode {
+  snpuStreamCaptureModeGlobal = 0,
+  snpuStreamCaptureModeThreadLocal = 1,
+  snpuStreamCaptureModeRelaxed = 2
+} snpuStreamCaptureMode;
+
+typedef enum snpuStreamCaptureStatus {
+  snpuStreamCaptureStatusNone = 0,
+  snpuStreamCaptureStatusActive = 1,
+  snpuStreamCaptureStatusInvalidated = 2
+} snpuStreamCaptureStatus;
+
+/* SYNC. Starts capturing the stream (not the default stream: snpuErrorInvalidValue, nor one already capturing). */
+SNPU_API snpuError_t snpuStreamBeginCapture(snpuStream_t stream, snpuStreamCaptureMode mode);
+/* SYNC. Ends the capture and gives the graph of what was recorded (to destroy with snpuGraphDestroy), or fails with
+ * snpuErrorStreamCaptureInvalidated (*graph = NULL). Either way the stream no longer captures. */
+SNPU_API snpuError_t snpuStreamEndCapture(snpuStream_t stream, snpuGraph_t* graph);
+/* SYNC. The stream's snpuStreamCaptureStatus. */
+SNPU_API snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptureStatus* status);
+/* SYNC. Number of recorded kernels, copies and memsets. */
+SNPU_API snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count);
+/* ASYNC. Enqueues the graph's recorded work on the stream as one task (named "NPUGraph"). A node that fails ends the
+ * task; the failure is reported as a kernel error of the stream, under the node's message. */
+SNPU_API snpuError_t snpuGraphLaunch(snpuGraph_t graph, snpuStream_t stream);
+/* SYNC. Releases the graph without waiting: pending launches keep it until they ran; the recorded kernels' cleanups
+ * run after the last. */
+SNPU_API snpuError_t snpuGraphDestroy(snpuGraph_t graph);
 
 /* ---------------------------------------------------------------- activity (profiler) */
 

@@ -1,0 +1,164 @@
+#include "graph.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "device.h"
+#include "errors.h"
+#include "kernel.h"
+#include "parallel_copy.h"
+
+namespace softnpu::rt {
+
+namespace {
+
+// Captures in progress on all devices; checked by the calls that are unsafe during any capture.
+std::mutex g_captures_mutex;
+std::vector<StreamCapture*> g_captures;  // guarded by g_captures_mutex
+std::atomic<int> g_capture_count{0};
+
+std::string stream_name(const Stream* s) { return "stream " + std::to_string(s->id); }
+
+// c->mutex held.
+snpuError_t refuse_locked(StreamCapture* c, const std::string& call) {
+  c->invalidated = true;
+  return fail(snpuErrorStreamCaptureUnsupported,
+              call + ": operation not permitted when stream is capturing (" + stream_name(c->stream) +
+                  " of device " + std::to_string(c->stream->device->index) + "); the capture is invalidated");
+}
+
+// The graph task: the recorded work in order, on the compute thread that took it.
+int run_graph(void* arg) {
+  const Graph& g = *static_cast<const Graph*>(arg);
+  for (const Task& t : g.tasks) {
+    switch (t.kind) {
+      case TaskKind::kKernel:
+        if (int code = t.kernel.fn(t.kernel.arg)) return code;
+        break;
+      case TaskKind::kCopy:
+        parallel_memcpy(t.copy.dst, t.copy.src, t.copy.size, kernel_thread_budget(t.copy.size));
+        break;
+      case TaskKind::kMemset:
+        std::memset(t.memset.dst, t.memset.value, t.memset.size);
+        break;
+      default:
+        break;
+    }
+  }
+  return 0;
+}
+
+void release_graph(void* arg) { static_cast<Graph*>(arg)->release(); }
+
+}  // namespace
+
+void Graph::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (const Task& t : tasks)
+    if (t.kind == TaskKind::kKernel) run_cleanup(t);
+  delete this;
+}
+
+snpuError_t capture_task(StreamCapture* c, const Task& task, bool wait) {
+  std::lock_guard<std::mutex> lock(c->mutex);
+  const char* refused = nullptr;
+  if (task.kind == TaskKind::kRecord) refused = "snpuEventRecord";
+  if (task.kind == TaskKind::kWait) refused = "snpuStreamWaitEvent";
+  if (task.kind == TaskKind::kCopy && (wait || task.copy.staging))
+    refused = "snpuMemcpyAsync with pageable host memory";
+  if (!refused && !c->invalidated) {
+    c->graph->tasks.push_back(task);
+    return snpuSuccess;
+  }
+  release_task_references(task);
+  if (task.kind == TaskKind::kKernel) run_cleanup(task);
+  if (refused) return refuse_locked(c, refused);
+  return fail(snpuErrorStreamCaptureInvalidated,
+              std::string(task.name) + ": the capture of " + stream_name(c->stream) +
+                  " was invalidated by an earlier operation not permitted when stream is capturing");
+}
+
+snpuError_t refuse_in_capture(StreamCapture* c, const std::string& call) {
+  std::lock_guard<std::mutex> lock(c->mutex);
+  return refuse_locked(c, call);
+}
+
+snpuError_t check_unsafe_in_capture(const Device* d, const char* call) {
+  if (g_capture_count.load(std::memory_order_acquire) == 0) return snpuSuccess;
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  const auto me = std::this_thread::get_id();
+  StreamCapture* first = nullptr;
+  for (StreamCapture* c : g_captures) {
+    if (c->stream->device != d || c->mode == snpuStreamCaptureModeRelaxed) continue;
+    if (c->mode == snpuStreamCaptureModeThreadLocal && c->thread != me) continue;
+    std::lock_guard<std::mutex> capture_lock(c->mutex);
+    c->invalidated = true;
+    if (!first) first = c;
+  }
+  if (!first) return snpuSuccess;
+  std::lock_guard<std::mutex> capture_lock(first->mutex);
+  return refuse_locked(first, call);
+}
+
+snpuError_t begin_capture(Stream* s, snpuStreamCaptureMode mode) {
+  if (s == s->device->default_stream())
+    return fail(snpuErrorInvalidValue, "snpuStreamBeginCapture: the default stream cannot be captured");
+  if (mode < snpuStreamCaptureModeGlobal || mode > snpuStreamCaptureModeRelaxed)
+    return fail(snpuErrorInvalidValue,
+                "snpuStreamBeginCapture: " + std::to_string(mode) + " is not a snpuStreamCaptureMode");
+  auto* c = new StreamCapture(s, mode);
+  StreamCapture* expected = nullptr;
+  if (!s->capture.compare_exchange_strong(expected, c)) {
+    delete c->graph;
+    delete c;
+    return fail(snpuErrorInvalidValue, "snpuStreamBeginCapture: " + stream_name(s) + " is already capturing");
+  }
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  g_captures.push_back(c);
+  g_capture_count.fetch_add(1, std::memory_order_release);
+  return snpuSuccess;
+}
+
+snpuError_t end_capture(Stream* s, Graph** graph) {
+  *graph = nullptr;
+  StreamCapture* c = s->capture.load(std::memory_order_acquire);
+  if (!c || !s->capture.compare_exchange_strong(c, nullptr))
+    return fail(snpuErrorInvalidValue, "snpuStreamEndCapture: " + stream_name(s) + " is not capturing");
+  {
+    std::lock_guard<std::mutex> lock(g_captures_mutex);
+    g_captures.erase(std::find(g_captures.begin(), g_captures.end(), c));
+    g_capture_count.fetch_sub(1, std::memory_order_release);
+  }
+  // The capture's launches have returned (ending a capture while they run is the caller's error, as in CUDA); only
+  // a check of another device's unsafe call may hold its mutex now.
+  Graph* g;
+  bool invalidated;
+  {
+    std::lock_guard<std::mutex> lock(c->mutex);
+    g = c->graph;
+    invalidated = c->invalidated;
+  }
+  delete c;
+  if (invalidated) {
+    g->release();
+    return fail(snpuErrorStreamCaptureInvalidated, "snpuStreamEndCapture: the capture of " + stream_name(s) +
+                                                       " was invalidated by an operation not permitted during it");
+  }
+  *graph = g;
+  return snpuSuccess;
+}
+
+snpuError_t launch_graph(Graph* g, Stream* s) {
+  if (StreamCapture* c = s->capture.load(std::memory_order_acquire))
+    return refuse_in_capture(c, "snpuGraphLaunch");
+  g->retain();
+  Task task{};
+  task.kind = TaskKind::kKernel;
+  task.name = "NPUGraph";
+  task.kernel.fn = run_graph;
+  task.kernel.arg = g;
+  task.kernel.cleanup = release_graph;
+  return launch(s, task, false);
+}
+
+}  // namespace softnpu::rt

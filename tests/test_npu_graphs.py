@@ -1,0 +1,235 @@
+"""NPU graphs, as torch.cuda's: a captured training step replays with the results of the same steps run eagerly,
+random ops draw fresh numbers on each replay, calls that make the host wait raise during capture and invalidate it,
+graphs share a memory pool, make_graphed_callables matches eager, replay is asynchronous."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def train_step(model, opt, x, y):
+    opt.zero_grad(set_to_none=False)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_captured_training_step_replays_as_eager():
+    graphed, eager = mlp().npu(), mlp().npu()
+    opt_g = torch.optim.SGD(graphed.parameters(), lr=0.05, momentum=0.9)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    static_x = torch.randn(8, 16, device="npu")
+    static_y = torch.randn(8, 4, device="npu")
+    # Warm-up on the stream the capture will use, as torch.cuda's docs do (lazy state is created outside capture).
+    side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        for _ in range(2):
+            train_step(graphed, opt_g, static_x, static_y)
+    torch.npu.current_stream().wait_stream(side)
+    for _ in range(2):
+        train_step(eager, opt_e, static_x, static_y)
+
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g, stream=side):
+        static_loss = train_step(graphed, opt_g, static_x, static_y)
+    assert g._node_count() > 10
+    for p, q in zip(graphed.parameters(), eager.parameters()):  # capture ran nothing
+        torch.testing.assert_close(p, q)
+
+    for i in range(4):
+        x, y = torch.randn(8, 16, device="npu"), torch.randn(8, 4, device="npu")
+        static_x.copy_(x)
+        static_y.copy_(y)
+        g.replay()
+        loss = train_step(eager, opt_e, x, y)
+        torch.testing.assert_close(static_loss.cpu(), loss.cpu())
+    assert g._replay_count() == 4
+    for p, q in zip(graphed.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.cpu(), q.cpu())
+        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu())
+
+
+def test_dropout_draws_fresh_numbers_on_each_replay():
+    x = torch.ones(4096, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        out = F.dropout(x, p=0.5)
+    masks = []
+    for _ in range(3):
+        g.replay()
+        masks.append(out.cpu() != 0)
+        assert set(out.cpu().unique().tolist()) == {0.0, 2.0}
+        assert 0.4 < masks[-1].float().mean().item() < 0.6
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(masks[1], masks[2])
+    # The npu generator drives the replays: the same seed gives the same numbers.
+    torch.npu.manual_seed(123)
+    g.replay()
+    first = out.cpu()
+    torch.npu.manual_seed(123)
+    g.replay()
+    assert torch.equal(first, out.cpu())
+
+
+ILLEGAL = {
+    "item": lambda x: x.sum().item(),
+    "data-dependent op": lambda x: x.nonzero(),
+    "copy to the host": lambda x: x.cpu(),
+    "synchronize": lambda x: torch.npu.synchronize(),
+    "stream synchronize": lambda x: torch.npu.current_stream().synchronize(),
+}
+
+
+@pytest.mark.parametrize("call", ILLEGAL, ids=list(ILLEGAL))
+def test_illegal_calls_during_capture_raise_and_invalidate(call):
+    x = torch.arange(6.0, device="npu")
+    g = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        with torch.npu.graph(g):
+            y = x * 2
+            ILLEGAL[call](y)
+    assert not torch.npu.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        g.replay()
+    # Nothing was lost: eager work goes on.
+    assert (x * 2).sum().item() == 30.0
+
+
+def test_capture_end_reports_the_invalidation():
+    x = torch.ones(3, device="npu")
+    s = torch.npu.Stream()
+    g = torch.npu.NPUGraph()
+    with torch.npu.stream(s):
+        g.capture_begin()
+        assert torch.npu.is_current_stream_capturing()
+        with pytest.raises(RuntimeError, match="aten::_local_scalar_dense.*not permitted when stream is capturing"):
+            x.sum().item()
+        with pytest.raises(RuntimeError, match="invalidated"):
+            x + 1  # later launches on the invalidated capture fail
+        with pytest.raises(RuntimeError, match="invalidated"):
+            g.capture_end()
+    assert not torch.npu.is_current_stream_capturing()
+
+
+def test_capture_on_the_default_stream_is_refused():
+    with pytest.raises(RuntimeError, match="non-default stream"):
+        torch.npu.NPUGraph().capture_begin()
+
+
+def test_graphs_share_a_pool():
+    x = torch.arange(8.0, device="npu")
+    pool = torch.npu.graph_pool_handle()
+    g1, g2 = torch.npu.NPUGraph(), torch.npu.NPUGraph()
+    with torch.npu.graph(g1, pool=pool):
+        a = x * 2
+    with torch.npu.graph(g2, pool=g1.pool()):
+        b = a + 1
+    assert g1.pool() == g2.pool() == pool
+    addresses = {blk["address"] for seg in torch.npu.memory_snapshot(pool) for blk in seg["blocks"]
+                 if blk["state"] == "active_allocated"}
+    assert {a.data_ptr(), b.data_ptr()} <= addresses  # allocated during capture: from the shared pool
+    x.copy_(torch.arange(8.0, 16.0))
+    g1.replay()
+    g2.replay()
+    torch.testing.assert_close(b.cpu(), torch.arange(8.0, 16.0) * 2 + 1)
+    # The pool lives as long as its graphs (and tensors): then its memory goes back to the device.
+    g1.reset()
+    assert torch.npu.memory_snapshot(pool)
+    g2.reset()
+    del a, b
+    torch.npu.synchronize()
+    assert torch.npu.memory_snapshot(pool) == []
+
+
+def test_make_graphed_callables_matches_eager():
+    module = mlp().npu()
+    eager = copy.deepcopy(module)
+    sample = torch.randn(8, 16, device="npu", requires_grad=True)
+    graphed = torch.npu.make_graphed_callables(module, (sample,))
+    outputs = set()
+    for _ in range(3):
+        x = torch.randn(8, 16, device="npu")
+        xg, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out_g, out_e = graphed(xg), eager(xe)
+        outputs.add(out_g.data_ptr())
+        torch.testing.assert_close(out_g.cpu(), out_e.cpu())
+        out_g.square().sum().backward()
+        out_e.square().sum().backward()
+        torch.testing.assert_close(xg.grad.cpu(), xe.grad.cpu())
+    for p, q in zip(module.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu())
+    assert len(outputs) == 1  # replayed: every call returns the graph's static output
+
+    def fn(a, b):
+        return (a * b).sin()
+
+    a = torch.randn(5, device="npu", requires_grad=True)
+    b = torch.randn(5, device="npu")
+    graphed_fn = torch.npu.make_graphed_callables(fn, (a, b))
+    a2, b2 = torch.randn(5, device="npu", requires_grad=True), torch.randn(5, device="npu")
+    out = graphed_fn(a2, b2)
+    torch.testing.assert_close(out.cpu(), fn(a2, b2).detach().cpu())
+    out.sum().backward()
+    torch.testing.assert_close(a2.grad.cpu(), (b2 * (a2 * b2).cos()).detach().cpu())
+
+
+def test_replay_is_asynchronous():
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        torch.npu._sleep(0.5)
+    done = torch.npu.Event()
+    g.replay()  # one launch: the host is back while the recorded work runs
+    done.record()
+    assert not done.query()
+    done.synchronize()
+    assert done.query()
+
+
+def test_reduce_overhead_compile_replays_npu_graphs():
+    from softnpu.inductor import npu_graphs
+
+    module = mlp().npu()
+    eager = copy.deepcopy(module)
+    compiled = torch.compile(module, mode="reduce-overhead")
+    opt_c = torch.optim.SGD(module.parameters(), lr=0.1)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    before = len(npu_graphs.GRAPHS)
+    for _ in range(4):
+        x = torch.randn(8, 16, device="npu")
+        loss_c = compiled(x).square().mean()
+        loss_c.backward()
+        opt_c.step()
+        opt_c.zero_grad()
+        loss_e = eager(x).square().mean()
+        loss_e.backward()
+        opt_e.step()
+        opt_e.zero_grad()
+        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu())
+    for p, q in zip(module.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.cpu(), q.cpu())
+    graphs = npu_graphs.GRAPHS[before:]
+    # Forward and backward each: a warm-up call, then a capture (which replays) and replays.
+    assert [g._replay_count() for g in graphs] == [3, 3]
+
+
+def test_freeing_a_released_pool_during_another_capture_waits_for_the_capture():
+    x = torch.ones(1024, device="npu")
+    g1 = torch.npu.NPUGraph()
+    with torch.npu.graph(g1):
+        kept = x * 2
+    g1.replay()
+    g1.reset()  # its pool is released; `kept` holds its last segment
+    g2 = torch.npu.NPUGraph()
+    with torch.npu.graph(g2):
+        y = x + 1
+        del kept  # the released pool's segment would be freed now, which would wait for the device
+    g2.replay()
+    torch.testing.assert_close(y.cpu(), torch.full((1024,), 2.0))
