@@ -184,7 +184,7 @@ def test_make_graphed_callables_matches_eager():
 def test_replay_is_asynchronous():
     g = torch.npu.NPUGraph()
     with torch.npu.graph(g):
-        torch.npu._sleep(0.5)
+        torch.npu._sleep(500_000_000)
     done = torch.npu.Event()
     g.replay()  # one launch: the host is back while the recorded work runs
     done.record()
