@@ -162,6 +162,25 @@ loss.backward()
 torch.npu.synchronize()
 print("SILENT" if w.grad is not None else "WRONG")
 """, SANITIZED),
+    # Kernels compiled by torch.compile are recorded too (const pointer arguments read, the others written): ordered
+    # by wait_stream they are silent, unordered they race.
+    "compiled": ("""
+f = torch.compile(lambda x: (x * 2).sin() + 1)
+with torch.npu.stream(s1):
+    b = f(a)
+s2.wait_stream(s1)
+with torch.npu.stream(s2):
+    c = b * 3
+torch.npu.synchronize()
+print("SILENT" if torch.allclose(c.cpu(), ((a.cpu() * 2).sin() + 1) * 3, atol=1e-4) else "WRONG")
+with torch.npu.stream(s1):
+    b = f(a)
+with torch.npu.stream(s2):
+    try:
+        b * 3
+    except _sanitizer.NPUSanitizerErrors as e:
+        print("RACE", len(e.errors))
+""", SANITIZED),
 }
 
 
@@ -196,3 +215,11 @@ def test_sanitizer_off_by_default_reports_nothing():
     code = PROLOGUE + "run(lambda b: None, check=False)\nprint(_sanitizer.npu_sanitizer.enabled)\n"
     (result,) = run_many([(code, {"TORCH_NPU_SANITIZER": None})])
     assert result.lines == ["SILENT", "False"], result.describe()
+
+
+def test_compiled_kernels_are_recorded(cases):
+    result = cases["compiled"]
+    assert result.lines == ["SILENT", "RACE 1"], result.describe()
+    current, previous = result.stderr.split("Previous access by stream")
+    assert "aten::mul.Tensor" in current
+    assert "compiled kernel cpp_fused" in previous and "writing to argument(s)" in previous

@@ -4,7 +4,8 @@
 Enable it with ``TORCH_NPU_SANITIZER=1`` or by calling ``enable_npu_sanitizer()`` (best at the start of the program).
 Every op on npu tensors is then recorded with the stream it runs on, which tensors' memory it reads and which it
 writes (from the op's schema: arguments annotated ``Tensor(a!)`` and fresh outputs are written, the others read, views
-touch no memory), and the Python stack of its launch. The backend reports every event record and wait, stream, event
+touch no memory), and the Python stack of its launch; so is every kernel compiled by torch.compile (const pointer
+arguments read, the others written). The backend reports every event record and wait, stream, event
 and device synchronization and allocation (csrc/backend/gpu_trace.h, through c10's GPUTrace into ``_gpu_trace``), so
 each stream carries a vector clock of the work it is ordered after. An access that conflicts (a write with anything,
 or a read with a write) with an earlier access from another stream it is not ordered after is a data race: both
@@ -13,9 +14,7 @@ from the op that made the second access.
 
 Memory is tracked per storage (an allocation): accesses to different parts of one storage from two unordered
 streams are reported too. A new allocation forgets the history of its memory: the caching allocator hands a block to
-a stream only after every stream that used it is done with it (``record_stream``). Kernels compiled by torch.compile
-are not seen (Dynamo runs the frames eagerly while a dispatch mode is active, so their ops are).
-"""
+a stream only after every stream that used it is done with it (``record_stream``). """
 
 import enum
 import inspect
@@ -191,6 +190,8 @@ class _StreamSynchronizations:
 def _stack() -> traceback.StackSummary:
     stack = traceback.StackSummary.extract(traceback.walk_stack(inspect.currentframe()), lookup_lines=False)
     stack.reverse()  # walk_stack goes from the innermost frame out
+    while stack and stack[-1].filename == __file__:  # the sanitizer's own frames
+        stack.pop()
     return stack
 
 
@@ -343,6 +344,29 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         _gpu_trace.register_callback_for_stream_synchronization(handler._stream_synchronization)
         _gpu_trace.register_callback_for_event_synchronization(handler._event_synchronization)
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile still compiles under the sanitizer: the compiled code's aten calls come here, and its C++
+        # kernels through compiled_kernel_launch.
+        return True
+
+    def _record(self, arguments: "_Arguments", operator: str, launch):
+        """Runs launch() as one kernel on the current stream of the arguments' device, recording its accesses."""
+        if arguments.device is None:
+            return launch()
+        stream = _current_stream_key(arguments.device)
+        # The number is taken before the kernel runs, so the events it records itself (a copy between devices orders
+        # the two devices' streams around the copy) count it.
+        seq_num = self.event_handler._launch(stream)
+        result = launch()
+        errors = self.event_handler._accesses(stream, seq_num, arguments.read - arguments.written, arguments.written,
+                                              arguments.outputs, operator, arguments.aliases)
+        if errors:
+            for error in errors:
+                print(error, file=sys.stderr)
+            raise NPUSanitizerErrors(errors)
+        return result
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.ops.aten.record_stream.default:  # bookkeeping of the allocator, no kernel
@@ -351,25 +375,18 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
         is_factory = bool(_FACTORY_FUNCTION.fullmatch(schema.name))
         arguments = _Arguments()
         arguments.parse_inputs(schema, args, kwargs, is_factory)
-        # The op's number is taken before it runs, so the events it records itself (a copy between devices orders
-        # the two devices' streams around the copy) count it.
-        stream = seq_num = None
         if arguments.device is not None:
-            stream = _current_stream_key(arguments.device)
-            seq_num = self.event_handler._launch(stream)
+            return self._record(arguments, str(schema), lambda: self._call(func, args, kwargs, schema, arguments,
+                                                                            is_factory))
+        # Only fresh outputs (a factory with a device argument): the op runs where they are.
         outputs = func(*args, **kwargs)
         arguments.parse_outputs(schema, outputs, is_factory)
-        if arguments.device is None:
-            return outputs
-        if stream is None:
-            stream = _current_stream_key(arguments.device)
-            seq_num = self.event_handler._launch(stream)
-        errors = self.event_handler._accesses(stream, seq_num, arguments.read - arguments.written, arguments.written,
-                                              arguments.outputs, str(schema), arguments.aliases)
-        if errors:
-            for error in errors:
-                print(error, file=sys.stderr)
-            raise NPUSanitizerErrors(errors)
+        return self._record(arguments, str(schema), lambda: outputs)
+
+    @staticmethod
+    def _call(func, args, kwargs, schema, arguments, is_factory):
+        outputs = func(*args, **kwargs)
+        arguments.parse_outputs(schema, outputs, is_factory)
         return outputs
 
 
@@ -397,6 +414,27 @@ class NPUSanitizer:
         # At interpreter exit the modules this needs may be gone already.
         if sys is not None and not sys.is_finalizing() and self.enabled:
             self.disable()
+
+
+def compiled_kernel_launch(launch, kernel_name: str, device: int, argtypes):
+    """The binding of a kernel compiled by torch.compile (softnpu.inductor.launch), recorded by the sanitizer when it
+    is enabled: the kernel writes the tensors it takes as non-const pointers and reads those it takes as const."""
+    if not npu_sanitizer.enabled:
+        return launch
+    pointers = [t.strip().endswith("*") for t in argtypes]
+    written = [p and not t.strip().startswith("const ") for p, t in zip(pointers, argtypes)]
+    operator = f"compiled kernel {kernel_name}({', '.join(argtypes)})"
+
+    def sanitized(*args):
+        arguments = _Arguments()
+        for i, value in enumerate(args):
+            if pointers[i]:
+                arguments.add(value, written[i], False, f"arg{i}")
+        if arguments.device is None:
+            arguments.write_device = device
+        return npu_sanitizer.dispatch._record(arguments, operator, lambda: launch(*args))
+
+    return sanitized
 
 
 def enable_npu_sanitizer() -> None:
