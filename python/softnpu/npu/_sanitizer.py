@@ -316,6 +316,8 @@ class _Arguments:
 
     def parse_outputs(self, schema: torch.FunctionSchema, outputs: Any, is_factory: bool) -> None:
         returns = schema.returns
+        if not returns:  # in-place ops returning nothing (_foreach_add_, ...): their writes are the inputs'
+            return
         values = (outputs,) if len(returns) == 1 else tuple(outputs)
         for ret, value in zip(returns, values):
             metadata_only = is_factory or (ret.alias_info is not None and not ret.alias_info.is_write)
