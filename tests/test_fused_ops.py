@@ -413,6 +413,7 @@ def test_fused_ops_launch_on_the_stream_without_waiting():
 def test_fused_kernels_run_on_the_current_stream():
     x, gamma = torch.randn(64, 32).npu(), torch.randn(32).npu()
     side = torch.npu.Stream()
+    side.wait_stream(torch.npu.current_stream())  # x and gamma are copied in on the current stream
     with torch.npu.stream(side):
         torch.npu._sleep(300_000_000)
         y, _ = npu_rms_norm(x, gamma)

@@ -20,6 +20,7 @@
 #include "backend/device.h"
 #include "backend/env.h"
 #include "backend/graph.h"
+#include "backend/gpu_trace.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
@@ -1045,10 +1046,12 @@ c10::DataPtr NPUCachingAllocator::allocate_on(size_t nbytes, const NPUStream& st
     void* ptr = user_alloc(nbytes, device.index(), stream.handle());
     TORCH_CHECK_WITH(OutOfMemoryError, ptr, "NPU out of memory: the pluggable allocator (NPUPluggableAllocator) "
                      "returned no memory for ", format_size(nbytes), " on NPU ", static_cast<int>(device.index()));
+    gpu_trace::memory_allocation(ptr);
     return c10::DataPtr(ptr, new PluggableBlock{ptr, nbytes, device.index(), stream.handle()}, &free_pluggable,
                         device);
   }
   Block* block = state(device.index()).malloc(nbytes, stream.handle());
+  gpu_trace::memory_allocation(block->ptr);
   return c10::DataPtr(block->ptr, block, &free_block, device);
 }
 

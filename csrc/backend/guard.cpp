@@ -4,6 +4,7 @@
 
 #include "backend/allocator.h"
 #include "backend/device.h"
+#include "backend/gpu_trace.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/stream.h"
@@ -73,12 +74,15 @@ void NPUGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
   on_device(device_index < 0 ? current_device() : device_index, [] {
     wait_interruptibly("snpuDeviceSynchronize", [](uint64_t timeout) { return snpuDeviceSynchronizeTimeout(timeout); });
   });
+  gpu_trace::device_synchronization();
 }
 
 void* NPUGuardImpl::getStreamNativeHandle(const c10::Stream stream) const { return NPUStream(stream).handle(); }
 
 void NPUGuardImpl::destroyEvent(void* event, c10::DeviceIndex) const noexcept {
-  if (event) snpuEventDestroy(static_cast<snpuEvent_t>(event));
+  if (!event) return;
+  gpu_trace::event_deletion(event);
+  snpuEventDestroy(static_cast<snpuEvent_t>(event));
 }
 
 void NPUGuardImpl::record(void** event, const c10::Stream& stream, c10::DeviceIndex device_index,
@@ -94,13 +98,17 @@ void NPUGuardImpl::record(void** event, const c10::Stream& stream, c10::DeviceIn
       NPU_CHECK(snpuEventCreate(&e, flags));
       *event = e;
     });
+    gpu_trace::event_creation(*event);
   }
   NPU_CHECK(snpuEventRecord(static_cast<snpuEvent_t>(*event), npu_stream.handle()));
+  gpu_trace::event_record(*event, npu_stream);
 }
 
 void NPUGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (!event) return;
-  NPU_CHECK(snpuStreamWaitEvent(NPUStream(stream).handle(), static_cast<snpuEvent_t>(event)));
+  const NPUStream npu_stream(stream);
+  NPU_CHECK(snpuStreamWaitEvent(npu_stream.handle(), static_cast<snpuEvent_t>(event)));
+  gpu_trace::event_wait(event, npu_stream);
 }
 
 bool NPUGuardImpl::queryEvent(void* event) const {
@@ -116,6 +124,7 @@ void NPUGuardImpl::synchronizeEvent(void* event) const {
   wait_interruptibly("snpuEventSynchronize", [&](uint64_t timeout) {
     return snpuEventSynchronizeTimeout(static_cast<snpuEvent_t>(event), timeout);
   });
+  gpu_trace::event_synchronization(event);
 }
 
 double NPUGuardImpl::elapsedTime(void* event1, void* event2, c10::DeviceIndex) const {

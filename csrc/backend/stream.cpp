@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "backend/gpu_trace.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
 
@@ -94,9 +95,13 @@ bool NPUStream::query() const {
 
 void NPUStream::synchronize() const {
   wait_interruptibly("snpuStreamSynchronize", [&](uint64_t timeout) { return snpuStreamSynchronizeTimeout(handle_, timeout); });
+  gpu_trace::stream_synchronization(*this);
 }
 
-void NPUStream::synchronize_uninterruptibly() const { NPU_CHECK(snpuStreamSynchronize(handle_)); }
+void NPUStream::synchronize_uninterruptibly() const {
+  NPU_CHECK(snpuStreamSynchronize(handle_));
+  gpu_trace::stream_synchronization(*this);
+}
 
 NPUStream getCurrentNPUStream(c10::DeviceIndex device) {
   device = resolve(device);

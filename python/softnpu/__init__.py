@@ -14,6 +14,7 @@ import softnpu_loader
 softnpu_loader.check_torch()  # before the extension: under another torch it would fail on undefined symbols
 # Read before anything is registered, so a malformed value leaves nothing half done.
 _TRANSFER_TO_NPU = softnpu_loader.transfer_to_npu_requested()
+_SANITIZER = softnpu_loader.sanitizer_requested()
 from . import _C  # noqa: E402,F401  (loads the backend: kernels, guard, hooks, allocators)
 from . import npu  # noqa: E402
 from . import fused, optim  # noqa: E402
@@ -51,3 +52,6 @@ if torch.distributed.is_available():
 
 if _TRANSFER_TO_NPU:
     from .contrib import transfer_to_npu  # noqa: E402,F401  (TORCH_TRANSFER_TO_NPU=1: as if the program imported it)
+
+if _SANITIZER:
+    npu._sanitizer.enable_npu_sanitizer()  # TORCH_NPU_SANITIZER=1, once npu is fully registered

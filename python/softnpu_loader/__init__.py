@@ -38,6 +38,15 @@ def transfer_to_npu_requested() -> bool:
     return value == "1"
 
 
+def sanitizer_requested() -> bool:
+    """TORCH_NPU_SANITIZER=1: loading softnpu enables torch.npu._sanitizer, which reports unsynchronized accesses to
+    npu tensors from different streams."""
+    value = os.environ.get("TORCH_NPU_SANITIZER", "")
+    if value not in ("", "0", "1"):
+        raise ConfigurationError(f"TORCH_NPU_SANITIZER={value!r}: expected 0 or 1")
+    return value == "1"
+
+
 def torch_version_error(running: str) -> TorchVersionError | None:
     """The error for running softnpu under torch `running`, or None if it is the torch softnpu was built for. Only the
     release part counts (2.13.0 of 2.13.0+cpu): local builds of one release share its ABI."""

@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include "backend/allocator.h"
+#include "backend/gpu_trace.h"
 #include "backend/host_allocator.h"
 #include "backend/npu_error.h"
 #include "backend/ops/executor.h"
@@ -88,6 +89,11 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   memcpy_on(dst_stream, landing.data_ptr(), staged.data_ptr(), landing.nbytes(), snpuMemcpyDeviceToDevice);
   NPU_CHECK(snpuEventRecord(done, dst_stream.handle()));
   NPU_CHECK(snpuStreamWaitEvent(src_stream.handle(), done));
+  // The sanitizer sees this copy as one op on the destination's stream, ordered with the source's both ways.
+  gpu_trace::event_record(ready, src_stream);
+  gpu_trace::event_wait(ready, dst_stream);
+  gpu_trace::event_record(done, dst_stream);
+  gpu_trace::event_wait(done, src_stream);
   snpuEventDestroy(ready);
   snpuEventDestroy(done);
   if (!landing.is_same(dst)) {

@@ -16,6 +16,8 @@ from torch._inductor.async_compile import AsyncCompile
 from torch._inductor.codecache import CppPythonBindingsCodeCache
 from torch._inductor.utils import clear_on_fresh_cache
 
+from ..npu import _sanitizer
+
 # Placed between the binding's argument parsers and its entry point (the slot CppPythonBindingsCodeCache calls
 # extra_parse_arg).
 _LAUNCHER = r"""
@@ -86,7 +88,8 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
         def future():
             nonlocal result
             if result is None:
-                result = getattr(get_result(), cls.entry_function)
+                result = _sanitizer.compiled_kernel_launch(getattr(get_result(), cls.entry_function), kernel_name,
+                                                           device, argtypes)
             return result
 
         return future

@@ -1,5 +1,6 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
+from . import _gpu_trace, _sanitizer  # torch.npu._gpu_trace: where torch's GPUTrace hook looks
 from . import amp
 from .ascend import (
     clear_npu_overflow_flag,

@@ -1,0 +1,67 @@
+// The stream-ordering facts the backend reports to c10's GPUTrace, which torch.npu._sanitizer listens to (as
+// torch.cuda._sanitizer listens to CUDA's): event creation, record, wait and deletion, stream, event and device
+// synchronization, and allocation. Until a sanitizer activates the trace (torch._C._activate_gpu_trace), each call is one
+// predictable branch on a static flag.
+#pragma once
+
+#include <c10/core/impl/GPUTrace.h>
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+
+#include "backend/stream.h"
+
+namespace softnpu::gpu_trace {
+
+// A stream's identity for the sanitizer: its device in the top 16 bits, its c10 stream id below; the Python side
+// computes the same key from torch.Stream's device_index and stream_id.
+inline uintptr_t stream_key(const NPUStream& s) {
+  return (static_cast<uintptr_t>(static_cast<uint16_t>(s.device_index())) << 48) |
+         (static_cast<uintptr_t>(s.id()) & ((uintptr_t{1} << 48) - 1));
+}
+
+inline uintptr_t event_key(const void* event) { return reinterpret_cast<uintptr_t>(event); }
+
+// A new block of device memory: the sanitizer forgets what was done to the memory before (the allocator hands a block
+// to a stream only once every stream that used it is done with it).
+inline void memory_allocation(const void* ptr) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_memory_allocation(c10::kPrivateUse1, reinterpret_cast<uintptr_t>(ptr));
+}
+
+inline void event_creation(const void* event) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_event_creation(c10::kPrivateUse1, event_key(event));
+}
+
+inline void event_deletion(const void* event) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_event_deletion(c10::kPrivateUse1, event_key(event));
+}
+
+inline void event_record(const void* event, const NPUStream& s) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_event_record(c10::kPrivateUse1, event_key(event), stream_key(s));
+}
+
+inline void event_wait(const void* event, const NPUStream& s) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_event_wait(c10::kPrivateUse1, event_key(event), stream_key(s));
+}
+
+inline void stream_synchronization(const NPUStream& s) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_stream_synchronization(c10::kPrivateUse1, stream_key(s));
+}
+
+inline void event_synchronization(const void* event) {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_event_synchronization(c10::kPrivateUse1, event_key(event));
+}
+
+inline void device_synchronization() {
+  if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
+    (*interp)->trace_gpu_device_synchronization(c10::kPrivateUse1);
+}
+
+}  // namespace softnpu::gpu_trace

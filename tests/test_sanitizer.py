@@ -1,0 +1,225 @@
+"""torch.npu._sanitizer (TORCH_NPU_SANITIZER=1), as torch.cuda._sanitizer: a data race between two streams is reported
+with both accesses' ops and stack traces; correctly ordered code is silent. Each case runs in a fresh process, since
+the sanitizer's mode is global to the program once enabled."""
+
+import pytest
+
+from conftest import run_many
+
+SANITIZED = {"TORCH_NPU_SANITIZER": "1"}
+
+# Defines a planted race's two halves as functions, so their names mark each access's stack trace; `order` is what
+# each case runs between them.
+PROLOGUE = """
+import sys
+import torch, torch_npu
+from torch_npu.npu import _sanitizer
+
+s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+a = torch.arange(4096, dtype=torch.float32, device="npu")
+torch.npu.synchronize()
+
+def write_on_s1():
+    with torch.npu.stream(s1):
+        return torch.mul(a, 2)
+
+def read_on_s2(b):
+    with torch.npu.stream(s2):
+        return torch.add(b, 1)
+
+def run(order, check=True):
+    b = write_on_s1()
+    order(b)
+    try:
+        c = read_on_s2(b)
+    except _sanitizer.NPUSanitizerErrors as e:
+        print("RACE", len(e.errors))
+        return
+    torch.npu.synchronize()
+    assert not check or torch.equal(c.cpu(), torch.arange(4096, dtype=torch.float32) * 2 + 1)
+    print("SILENT")
+"""
+
+ORDERS = {
+    "none": "lambda b: None",
+    "wait_stream": "lambda b: s2.wait_stream(s1)",
+    "event": "lambda b: s2.wait_event(s1.record_event())",
+    "torch_event": "lambda b: torch.Event(device='npu').record(s1) or None",
+    "device_synchronize": "lambda b: torch.npu.synchronize()",
+    "stream_synchronize": "lambda b: s1.synchronize()",
+    "event_synchronize": "lambda b: s1.record_event().synchronize()",
+}
+
+
+@pytest.fixture(scope="module")
+def orders():
+    jobs = [(PROLOGUE + f"run({code})\n", SANITIZED) for code in ORDERS.values()]
+    return dict(zip(ORDERS, run_many(jobs)))
+
+
+def test_planted_race_is_reported_with_both_ops_streams_and_stacks(orders):
+    result = orders["none"]
+    assert result.lines == ["RACE 1"], result.describe()
+    report = result.stderr
+    assert "NPU sanitizer detected a possible data race on tensor with data pointer" in report
+    current, previous = report.split("Previous access by stream")
+    # The second access: the read on s2, in read_on_s2; the first: the write on s1, in write_on_s1.
+    assert "aten::add.Tensor" in current and "reading from argument(s) self" in current
+    assert "read_on_s2" in current and "write_on_s1" not in current
+    assert "aten::mul.Tensor" in previous and "writing to the output" in previous
+    assert "write_on_s1" in previous and "read_on_s2" not in previous
+    assert "Tensor was allocated with stack trace" in previous
+
+
+def test_planted_race_names_the_two_streams(orders):
+    report = orders["none"].stderr
+    current, previous = report.split("Previous access by stream")
+    ids = [line for line in report.splitlines() if "access by stream" in line.lower()]
+    assert len(ids) == 2 and ids[0] != ids[1], ids
+    assert "npu:0 stream id" in current and "npu:0 stream id" in previous
+
+
+@pytest.mark.parametrize("order", [o for o in ORDERS if o not in ("none", "torch_event")])
+def test_ordered_streams_are_silent(orders, order):
+    result = orders[order]
+    assert result.lines == ["SILENT"], result.describe()
+    assert "data race" not in result.stderr
+
+
+def test_recording_an_event_without_waiting_orders_nothing(orders):
+    result = orders["torch_event"]
+    assert result.lines == ["RACE 1"], result.describe()
+
+
+CASES = {
+    # Enabled by the call instead of the variable.
+    "enable_call": ("""
+_sanitizer.enable_npu_sanitizer()
+run(lambda b: None)
+""", None),
+    # Write after read: a read on s1, then an overwrite on s2.
+    "write_after_read": ("""
+with torch.npu.stream(s1):
+    torch.sum(a)
+with torch.npu.stream(s2):
+    try:
+        a.zero_()
+        print("SILENT")
+    except _sanitizer.NPUSanitizerErrors as e:
+        print("RACE", len(e.errors))
+""", SANITIZED),
+    # Two reads from different streams do not race.
+    "two_reads": ("""
+with torch.npu.stream(s1):
+    x = torch.sum(a)
+with torch.npu.stream(s2):
+    y = torch.sum(a)
+torch.npu.synchronize()
+print("SILENT" if x.item() == y.item() else "WRONG")
+""", SANITIZED),
+    # record_stream: the block goes back to the allocator only once s2 is done; the new tensor in it is fresh memory.
+    "record_stream_reuse": ("""
+for _ in range(20):
+    with torch.npu.stream(s1):
+        t = torch.ones(1 << 16, device="npu")
+    s2.wait_stream(s1)
+    with torch.npu.stream(s2):
+        t.mul_(3)
+        t.record_stream(s2)
+    del t
+    with torch.npu.stream(s1):
+        u = torch.zeros(1 << 16, device="npu")
+        u.add_(1)
+torch.npu.synchronize()
+print("SILENT")
+""", SANITIZED),
+    # A copy between devices is ordered with both devices' streams.
+    "cross_device_copy": ("""
+x = torch.ones(1024, device="npu:0")
+y = x.to("npu:1")
+y.mul_(2)
+x.add_(1)
+z = y.to("npu:0")
+print("SILENT" if torch.equal(z.cpu(), torch.full((1024,), 2.0)) else "WRONG")
+""", SANITIZED),
+    # A copy to the host synchronizes the host with the stream; work on another stream afterwards is ordered.
+    "item_then_other_stream": ("""
+b = write_on_s1()
+with torch.npu.stream(s1):
+    b.sum().item()
+c = read_on_s2(b)
+print("SILENT")
+""", SANITIZED),
+    # The backward pass, on the streams of the forward ops.
+    "backward": ("""
+w = torch.randn(64, 64, device="npu", requires_grad=True)
+x = torch.randn(8, 64, device="npu")
+s1.wait_stream(torch.npu.current_stream())
+with torch.npu.stream(s1):
+    loss = (x @ w).relu().sum()
+torch.npu.current_stream().wait_stream(s1)
+loss.backward()
+torch.npu.synchronize()
+print("SILENT" if w.grad is not None else "WRONG")
+""", SANITIZED),
+    # Kernels compiled by torch.compile are recorded too (const pointer arguments read, the others written): ordered
+    # by wait_stream they are silent, unordered they race.
+    "compiled": ("""
+f = torch.compile(lambda x: (x * 2).sin() + 1)
+with torch.npu.stream(s1):
+    b = f(a)
+s2.wait_stream(s1)
+with torch.npu.stream(s2):
+    c = b * 3
+torch.npu.synchronize()
+print("SILENT" if torch.allclose(c.cpu(), ((a.cpu() * 2).sin() + 1) * 3, atol=1e-4) else "WRONG")
+with torch.npu.stream(s1):
+    b = f(a)
+with torch.npu.stream(s2):
+    try:
+        b * 3
+    except _sanitizer.NPUSanitizerErrors as e:
+        print("RACE", len(e.errors))
+""", SANITIZED),
+}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    jobs = [(PROLOGUE + code, env) for code, env in CASES.values()]
+    return dict(zip(CASES, run_many(jobs)))
+
+
+def test_enable_npu_sanitizer_call_reports_the_race(cases):
+    result = cases["enable_call"]
+    assert result.lines == ["RACE 1"], result.describe()
+    assert "aten::mul.Tensor" in result.stderr and "aten::add.Tensor" in result.stderr
+
+
+def test_write_after_unordered_read_is_reported(cases):
+    result = cases["write_after_read"]
+    assert result.lines == ["RACE 1"], result.describe()
+    assert "aten::zero_" in result.stderr and "aten::sum" in result.stderr
+
+
+@pytest.mark.parametrize("case", ["two_reads", "record_stream_reuse", "cross_device_copy", "item_then_other_stream",
+                                  "backward"])
+def test_correctly_ordered_code_is_silent(cases, case):
+    result = cases[case]
+    assert result.lines == ["SILENT"], result.describe()
+    assert "data race" not in result.stderr
+
+
+def test_sanitizer_off_by_default_reports_nothing():
+    # The race is real, so its numbers are not checked.
+    code = PROLOGUE + "run(lambda b: None, check=False)\nprint(_sanitizer.npu_sanitizer.enabled)\n"
+    (result,) = run_many([(code, {"TORCH_NPU_SANITIZER": None})])
+    assert result.lines == ["SILENT", "False"], result.describe()
+
+
+def test_compiled_kernels_are_recorded(cases):
+    result = cases["compiled"]
+    assert result.lines == ["SILENT", "RACE 1"], result.describe()
+    current, previous = result.stderr.split("Previous access by stream")
+    assert "aten::mul.Tensor" in current
+    assert "compiled kernel cpp_fused" in previous and "writing to argument(s)" in previous
