@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/npu_error.h"
+#include "backend/ops/kernel.h"
 #include "backend/profiler/launch_trace.h"
 #include "backend/stream.h"
 
@@ -24,6 +25,10 @@ extern "C" const char* softnpu_launch_compiled_kernel(int device, const char* na
     message = c10_error ? c10_error->msg() : e.what();
     return message.c_str();
   }
+}
+
+extern "C" void softnpu_compiled_kernel_threads(uint64_t work_bytes) {
+  set_kernel_threads(snpuKernelThreadBudget(work_bytes));
 }
 
 }  // namespace softnpu

@@ -14,7 +14,14 @@ namespace softnpu {
 extern "C" const char* softnpu_launch_compiled_kernel(int device, const char* name, snpuKernelFn fn, void* arg,
                                                       snpuKernelCleanupFn cleanup);
 
-// The name of the capsule holding softnpu_launch_compiled_kernel.
+// Called by a compiled kernel as it starts, on its compute thread: bounds the OpenMP team of its parallel regions by
+// the runtime's thread budget for work_bytes (snpuKernelThreadBudget), as the op path does for eager kernels.
+// Inductor's kernels open `#pragma omp parallel` without num_threads (when compiled for the host's cores), so the
+// team is this thread's OpenMP setting.
+extern "C" void softnpu_compiled_kernel_threads(uint64_t work_bytes);
+
+// The names of the capsules holding softnpu_launch_compiled_kernel and softnpu_compiled_kernel_threads.
 constexpr const char* kCompiledKernelLaunchCapsule = "softnpu._C._compiled_kernel_launch";
+constexpr const char* kCompiledKernelThreadsCapsule = "softnpu._C._compiled_kernel_threads";
 
 }  // namespace softnpu

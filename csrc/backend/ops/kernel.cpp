@@ -87,6 +87,15 @@ struct LocalRecords {
 
 }  // namespace
 
+void set_kernel_threads(int n) {
+  thread_local int current = -1;
+  if (n == current) return;
+  at::internal::lazy_init_num_threads();
+  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (omp_set) omp_set(n);
+  current = n;
+}
+
 KernelLaunch* KernelLaunch::acquire(OpInfo* info) {
   thread_local LocalRecords local;
   if (local.free.empty()) {
@@ -238,17 +247,6 @@ class Views {
   };
   c10::SmallVector<Entry, 4> storages_;
 };
-
-// Intra-op parallelism of the kernel: the budget the runtime grants, set through OpenMP's per-thread setting so the
-// user's torch.set_num_threads for CPU work is left alone.
-void set_kernel_threads(int n) {
-  thread_local int current = -1;
-  if (n == current) return;
-  at::internal::lazy_init_num_threads();
-  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (omp_set) omp_set(n);
-  current = n;
-}
 
 at::Generator kernel_generator(uint64_t seed) {
   thread_local at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);

@@ -89,6 +89,10 @@ struct KernelLaunch {
   void add_slot(std::vector<TensorSlot>& slots, uint32_t position, const c10::IValue& value);
 };
 
+// Inside a kernel: the OpenMP threads of this compute thread (its intra-op parallelism), n from
+// snpuKernelThreadBudget. OpenMP's per-thread setting, so the user's torch.set_num_threads for CPU work is left alone.
+void set_kernel_threads(int n);
+
 // snpuKernelFn and snpuKernelCleanupFn for KernelLaunch records.
 int run_kernel(void* launch);
 void recycle_kernel(void* launch);

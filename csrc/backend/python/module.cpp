@@ -282,6 +282,8 @@ PYBIND11_MODULE(_C, m) {
   // For the Python bindings of Inductor's compiled kernels (python/softnpu/inductor/launch.py).
   m.attr("_compiled_kernel_launch") = py::capsule(reinterpret_cast<void*>(&softnpu_launch_compiled_kernel),
                                                   kCompiledKernelLaunchCapsule);
+  m.attr("_compiled_kernel_threads") = py::capsule(reinterpret_cast<void*>(&softnpu_compiled_kernel_threads),
+                                                   kCompiledKernelThreadsCapsule);
   m.def("_runtime_stats", &runtime_stats);
   m.def(
       "_synchronize",

@@ -43,10 +43,17 @@ def register_backend() -> None:
     npu_graphs.apply()
 
 
+def compile_npu_randoms_with_aten() -> None:
+    from . import fallback_random
+
+    fallback_random.apply()
+
+
 # module -> what to do once it has been executed
 _AFTER_IMPORT = {
     "torch._dynamo.device_interface": register_device_interface,
     "torch._inductor.graph": register_backend,
+    "torch._inductor.compile_fx": compile_npu_randoms_with_aten,
 }
 
 

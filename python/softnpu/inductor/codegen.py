@@ -18,12 +18,25 @@ from torch._inductor.virtualized import V
 _CPU_BINDING = "async_compile.cpp_pybinding("
 
 
+def _work_bytes(args) -> int:
+    """The bytes of the buffers a kernel reads and writes (sizes at their compile-time hints when dynamic)."""
+    total = 0
+    for name in {**args.input_buffers, **args.output_buffers, **args.inplace_buffers}:
+        buffer = V.graph.try_get_buffer(name)
+        if buffer is None or not hasattr(buffer, "get_numel"):  # removed, or not a tensor (a TorchBind object)
+            continue
+        numel = V.graph.sizevars.optimization_hint(buffer.get_numel(), fallback=8192)
+        total += int(numel) * buffer.get_dtype().itemsize
+    return total
+
+
 class NpuCppScheduling(CppScheduling):
     def define_kernel(self, src_code, nodes, kernel_args=None):
         wrapper = V.graph.wrapper_code
         device = next((n.get_device() for n in nodes if n.get_device() is not None), None)
         wrapper.npu_kernel_device = device.index if device is not None and device.index is not None else \
             torch.npu.current_device()
+        wrapper.npu_kernel_work_bytes = _work_bytes(self.kernel_group.args if kernel_args is None else kernel_args)
         try:
             return super().define_kernel(src_code, nodes, kernel_args)
         finally:
@@ -34,6 +47,7 @@ class _NpuKernelDefinitions:
     """The part both npu wrappers (a graph's and a subgraph's) share."""
 
     npu_kernel_device = None
+    npu_kernel_work_bytes = 0
 
     def write_header(self) -> None:
         super().write_header()
@@ -45,6 +59,7 @@ class _NpuKernelDefinitions:
                 raise RuntimeError(f"softnpu: Inductor's C++ kernel {kernel_name} is not loaded through "
                                    f"{_CPU_BINDING!r}; this torch's CppScheduling is not the one softnpu supports")
             kernel_body = (f"npu_cpp_pybinding(async_compile, {kernel_name!r}, {self.npu_kernel_device}, "
+                           f"{self.npu_kernel_work_bytes}, "
                            + kernel_body[len(_CPU_BINDING):])
         super().define_kernel(kernel_name, kernel_body, metadata=metadata, gpu=gpu, cpp_definition=cpp_definition)
 

@@ -21,43 +21,58 @@ from ..npu import _sanitizer
 # Placed between the binding's argument parsers and its entry point (the slot CppPythonBindingsCodeCache calls
 # extra_parse_arg).
 _LAUNCHER = r"""
+#include <cstdint>
 #include <tuple>
 
 typedef int (*__softnpu_kernel_fn)(void*);
 typedef void (*__softnpu_cleanup_fn)(void*);
 typedef const char* (*__softnpu_launch_fn)(int, const char*, __softnpu_kernel_fn, void*, __softnpu_cleanup_fn);
+typedef void (*__softnpu_threads_fn)(uint64_t);
 
-// Looked up on the first launch, under the GIL the entry point holds.
+// softnpu._C's capsule of that name, looked up on the first launch, under the GIL the entry point holds.
+static void* __softnpu_capsule(const char* attribute, const char* capsule_name) {
+    PyObject* module = PyImport_ImportModule("softnpu._C");
+    if (module == nullptr) throw std::runtime_error("softnpu._C cannot be imported");
+    PyObject* capsule = PyObject_GetAttrString(module, attribute);
+    Py_DECREF(module);
+    if (capsule == nullptr) throw std::runtime_error(std::string("softnpu._C has no ") + attribute);
+    void* fn = PyCapsule_GetPointer(capsule, capsule_name);
+    Py_DECREF(capsule);
+    if (fn == nullptr) throw std::runtime_error(std::string("softnpu._C.") + attribute + " is not its capsule");
+    return fn;
+}
+
 static __softnpu_launch_fn __softnpu_launcher() {
-    static __softnpu_launch_fn launch = [] {
-        PyObject* module = PyImport_ImportModule("softnpu._C");
-        if (module == nullptr) throw std::runtime_error("softnpu._C cannot be imported");
-        PyObject* capsule = PyObject_GetAttrString(module, "_compiled_kernel_launch");
-        Py_DECREF(module);
-        if (capsule == nullptr) throw std::runtime_error("softnpu._C has no _compiled_kernel_launch");
-        void* fn = PyCapsule_GetPointer(capsule, "softnpu._C._compiled_kernel_launch");
-        Py_DECREF(capsule);
-        if (fn == nullptr) throw std::runtime_error("softnpu._C._compiled_kernel_launch is not its capsule");
-        return reinterpret_cast<__softnpu_launch_fn>(fn);
-    }();
+    static auto launch = reinterpret_cast<__softnpu_launch_fn>(
+        __softnpu_capsule("_compiled_kernel_launch", "softnpu._C._compiled_kernel_launch"));
     return launch;
 }
 
-template <typename... T> static void __softnpu_enqueue(int device, const char* name, T... args) {
+static __softnpu_threads_fn __softnpu_threads() {
+    static auto threads = reinterpret_cast<__softnpu_threads_fn>(
+        __softnpu_capsule("_compiled_kernel_threads", "softnpu._C._compiled_kernel_threads"));
+    return threads;
+}
+
+// work_bytes: what the kernel's buffers hold, for the runtime's thread budget.
+template <typename... T> static void __softnpu_enqueue(int device, const char* name, uint64_t work_bytes, T... args) {
     using Args = std::tuple<T...>;
-    auto* packed = new Args(args...);
+    auto* packed = new std::pair<uint64_t, Args>(work_bytes, Args(args...));
+    static const __softnpu_threads_fn set_threads = __softnpu_threads();  // static: the kernel below captures nothing
     const char* error = __softnpu_launcher()(
         device, name,
         [](void* p) -> int {
+            auto* launch = static_cast<std::pair<uint64_t, Args>*>(p);
             try {
-                std::apply(kernel, *static_cast<Args*>(p));
+                set_threads(launch->first);
+                std::apply(kernel, launch->second);
                 return 0;
             } catch (...) {
                 return 1;
             }
         },
         packed,
-        [](void* p) { delete static_cast<Args*>(p); });
+        [](void* p) { delete static_cast<std::pair<uint64_t, Args>*>(p); });
     if (error != nullptr) throw std::runtime_error(error);
 }
 """
@@ -74,11 +89,12 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
         NpuCppBindingsCodeCache.cache.clear()
 
     @classmethod
-    def load_launcher_async(cls, argtypes, main_code: str, kernel_name: str, device: int, submit_fn=None):
+    def load_launcher_async(cls, argtypes, main_code: str, kernel_name: str, device: int, work_bytes: int,
+                            submit_fn=None):
         parsed = ", ".join(f"parse_arg<{t.replace('const ', '')}>(args, {n})" for n, t in enumerate(argtypes))
         suffix = cls.suffix_template.format(
             arg_len=len(argtypes),
-            call_entry_func=f'__softnpu_enqueue({device}, "{kernel_name}", {parsed}); Py_RETURN_NONE;',
+            call_entry_func=f'__softnpu_enqueue({device}, "{kernel_name}", {work_bytes}ULL, {parsed}); Py_RETURN_NONE;',
             entry_func=cls.entry_function,
             extra_parse_arg=_LAUNCHER,
         )
@@ -95,14 +111,16 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
         return future
 
 
-def npu_cpp_pybinding(async_compile: AsyncCompile, kernel_name: str, device: int, argtypes, source_code: str):
+def npu_cpp_pybinding(async_compile: AsyncCompile, kernel_name: str, device: int, work_bytes: int, argtypes,
+                      source_code: str):
     """What ``async_compile.cpp_pybinding`` is for a CPU kernel, for a kernel of npu:device: compiled in Inductor's
-    compile workers when it uses them; the binding enqueues the kernel instead of running it."""
+    compile workers when it uses them; the binding enqueues the kernel instead of running it. work_bytes (the bytes of
+    the kernel's buffers) sets its threads as the runtime's budget grants them for that much work."""
     from torch._inductor.async_compile import get_compile_threads
     from torch._inductor.codecache import LambdaFuture
 
     if get_compile_threads() <= 1:
-        return NpuCppBindingsCodeCache.load_launcher_async(argtypes, source_code, kernel_name, device)()
+        return NpuCppBindingsCodeCache.load_launcher_async(argtypes, source_code, kernel_name, device, work_bytes)()
     get_result = NpuCppBindingsCodeCache.load_launcher_async(
-        argtypes, source_code, kernel_name, device, submit_fn=async_compile.submit)
+        argtypes, source_code, kernel_name, device, work_bytes, submit_fn=async_compile.submit)
     return LambdaFuture(get_result)
