@@ -243,3 +243,25 @@ def test_npu_kernels_are_generated_as_cpp(monkeypatch, undo):
             _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
     else:
         _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
+
+
+CACHED_COMPILE = """
+import sys, torch
+from torch._dynamo.utils import counters
+import softnpu.inductor.cache_key as cache_key
+if sys.argv[-1] == "other-softnpu":
+    cache_key.CodegenFingerprint.uuid = lambda self: b"another softnpu's code generation"
+f = torch.compile(lambda x: (x * 2).relu() + 1)
+x = torch.randn(64, device="npu")
+assert torch.equal(f(x).cpu(), (x.cpu() * 2).relu() + 1)
+print(counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+def test_fx_graph_cache_hits_in_a_second_process_and_misses_under_other_codegen(tmp_path):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    first, second = (run_python(CACHED_COMPILE, env=env, timeout=300) for _ in range(2))
+    assert first.lines[-1] == "0 1" and second.lines[-1] == "1 0", (first.describe(), second.describe())
+    # Wrapper code cached under another softnpu calls that softnpu's kernel bindings: its key must differ.
+    other = run_python(CACHED_COMPILE.replace("sys.argv[-1]", '"other-softnpu"'), env=env, timeout=300)
+    assert other.lines[-1] == "0 1", other.describe()

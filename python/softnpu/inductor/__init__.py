@@ -35,9 +35,10 @@ def register_backend() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
     from . import cpu_assumptions, npu_graphs
+    from .cache_key import CodegenFingerprint
     from .codegen import NpuCppScheduling, NpuDeviceOpOverrides, NpuWrapperCodegen
 
-    register_backend_for_device("npu", NpuCppScheduling, NpuWrapperCodegen)
+    register_backend_for_device("npu", NpuCppScheduling, NpuWrapperCodegen, device_custom_pass=CodegenFingerprint())
     register_device_op_overrides("npu", NpuDeviceOpOverrides())
     cpu_assumptions.apply()
     npu_graphs.apply()
