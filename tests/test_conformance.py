@@ -74,8 +74,10 @@ MODULE_SLICE = [
 def test_expected_failures_file_is_well_formed():
     reasons, expectations = runner.load_expectations()
     assert all(isinstance(text, str) and text for text in reasons.values())
-    used = {e.reason for e in expectations}
-    assert used <= set(reasons), "every expected failure names a declared reason"
+    assert {e.reason for e in expectations} <= set(reasons), "every expected failure names a declared reason"
+    # Entries of the other half-precision route are left out on this host: count the reasons the whole file uses.
+    data = runner.tomllib.loads(runner.EXPECTED_FAILURES.read_text())
+    used = {e["reason"] for section in ("xfail", "module_xfail") for e in data.get(section, [])}
     assert set(reasons) <= used, f"reasons no expected failure uses: {sorted(set(reasons) - used)}"
 
 
