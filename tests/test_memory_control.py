@@ -194,16 +194,7 @@ long free_calls(void) { return frees; }
 
 
 def test_pluggable_allocator(tmp_path):
-    import subprocess
-
-    import softnpu
-
-    libdir = Path(softnpu.__file__).parent / "lib"
-    src = tmp_path / "alloc.c"
-    src.write_text(PLUGGABLE_C)
-    so = tmp_path / "liballoc.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src), f"-L{libdir}", "-lsoftnpu_runtime",
-                    f"-Wl,-rpath,{libdir}"], check=True)
+    so = _compile_pluggable(tmp_path)
     code = f"""
 import ctypes, torch, torch_npu
 alloc = torch.npu.NPUPluggableAllocator({str(so)!r}, "my_alloc", "my_free")
