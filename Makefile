@@ -11,7 +11,7 @@ PIP := $(VENV)/bin/pip
 CMAKE := $(VENV)/bin/cmake
 CTEST := $(VENV)/bin/ctest
 STAMPS := $(VENV)/.stamps
-APT_PACKAGES := ccache libgtest-dev
+APT_PACKAGES := ccache libgtest-dev protobuf-compiler libprotobuf-dev
 TORCH_VERSION := 2.13.0
 
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)

@@ -1,0 +1,272 @@
+// A loaded offline model: its constants in npu device memory, every node's kernel resolved, and a slot plan (which
+// value each node reads and writes, and after which node a value is dead). Executing enqueues ONE kernel on the
+// stream that runs the nodes in order; nothing of the graph is looked up at run time.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <dlfcn.h>
+
+#include <map>
+#include <set>
+
+#include "model/graph.h"
+#include "model/model.h"
+#include "model/ops/op.h"
+
+namespace softnpu::offline {
+
+std::string device_soc_version() {
+  snpuDeviceProp prop{};
+  if (snpuGetDeviceProperties(&prop, 0) != snpuSuccess) return "SoftNPU";
+  return prop.name;
+}
+
+namespace {
+
+// The compute thread's OpenMP team, as eager npu kernels set theirs: bounded by the runtime's thread budget.
+void set_kernel_threads(int n) {
+  thread_local int current = -1;
+  if (n == current) return;
+  at::internal::lazy_init_num_threads();
+  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (omp_set) omp_set(n);
+  current = n;
+}
+
+struct Step {
+  std::string label;  // "Conv 'conv1'": what an error names
+  Kernel kernel;
+  std::vector<int> in, out;
+  std::vector<int> release;  // slots dead after this step
+  enum Precision { kKeep, kFp16, kFp32 } precision = kKeep;
+};
+
+at::Tensor device_copy(const at::Tensor& t) {
+  void* p = nullptr;
+  size_t bytes = std::max<size_t>(t.nbytes(), 1);
+  if (snpuMalloc(&p, bytes) != snpuSuccess)
+    throw std::runtime_error(std::string("out of npu memory for the model's weights: ") + snpuGetLastErrorMessage());
+  auto c = t.contiguous();
+  if (c.nbytes()) std::memcpy(p, c.data_ptr(), c.nbytes());
+  return at::from_blob(p, t.sizes(), [](void* q) { snpuFree(q); }, at::TensorOptions().dtype(t.scalar_type()));
+}
+
+class LoadedModel final : public Model {
+ public:
+  explicit LoadedModel(Graph g) : g_(std::move(g)) {}
+
+  void prepare() {
+    std::map<std::string, int> slot;
+    auto slot_of = [&](const std::string& name) {
+      auto it = slot.find(name);
+      if (it != slot.end()) return it->second;
+      int s = num_slots_++;
+      slot[name] = s;
+      return s;
+    };
+    for (const auto& [name, t] : g_.constants) {
+      int s = slot_of(name);
+      constants_.emplace_back(s, device_copy(t));
+      weight_bytes_ += t.nbytes();
+    }
+    for (const auto& in : g_.inputs) input_slots_.push_back(slot_of(in.name));
+    std::map<int, size_t> last_use;
+    for (const auto& n : g_.nodes) {
+      const OpDef* def = find_op(n.op_type());
+      if (!def) throw std::runtime_error("no softnpu kernel for op type " + n.op_type());
+      Step st;
+      st.label = describe(n);
+      OpContext ctx{n, Attrs(n), static_cast<int>(g_.metadata.opset), n.input_size(), n.output_size()};
+      st.kernel = def->build(ctx);
+      auto prec = Attrs(n).s("softnpu_precision", "");
+      st.precision = prec == "fp16" ? Step::kFp16 : prec == "fp32" ? Step::kFp32 : Step::kKeep;
+      for (const auto& i : n.input()) {
+        st.in.push_back(i.empty() ? -1 : slot.at(i));
+        if (!i.empty()) last_use[slot.at(i)] = steps_.size();
+      }
+      for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
+      steps_.push_back(std::move(st));
+    }
+    for (const auto& out : g_.outputs) output_slots_.push_back(slot.at(out.name));
+    std::set<int> keep(output_slots_.begin(), output_slots_.end());
+    for (const auto& c : constants_) keep.insert(c.first);
+    for (const auto& [s, step] : last_use)
+      if (!keep.count(s)) steps_[step].release.push_back(s);
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      int64_t n = 1;
+      for (auto d : max_dims(i)) n *= d;
+      input_bytes_.push_back(n * c10::elementSize(scalar_type(g_.inputs[i].dtype)));
+    }
+  }
+
+  const std::vector<TensorDesc>& inputs() const override { return g_.inputs; }
+  const std::vector<TensorDesc>& outputs() const override { return g_.outputs; }
+  size_t input_size(size_t i) const override { return i < input_bytes_.size() ? input_bytes_[i] : 0; }
+  size_t output_size(size_t i) const override { return i < g_.output_max_bytes.size() ? g_.output_max_bytes[i] : 0; }
+  const std::vector<int64_t>& batch_profiles() const override { return g_.batch_profiles; }
+  const std::vector<std::vector<int64_t>>& dims_profiles() const override { return g_.dims_profiles; }
+  std::string metadata_json() const override {
+    const auto& m = g_.metadata;
+    return "{\"softnpu_version\": \"" + json_escape(m.softnpu_version) + "\", \"soc_version\": \"" +
+           json_escape(m.soc_version) + "\", \"opset\": " + std::to_string(m.opset) + ", \"producer\": \"" +
+           json_escape(m.producer) + "\", \"atc_command\": \"" + json_escape(m.atc_command) +
+           "\", \"precision_mode\": \"" + json_escape(m.precision_mode) + "\"}";
+  }
+  std::string to_json() const override { return graph_json(g_); }
+
+  Status execute_async(snpuStream_t stream, const std::vector<void*>& inputs, const std::vector<void*>& outputs,
+                       const std::vector<std::vector<int64_t>>& input_dims,
+                       std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims) override {
+    if (inputs.size() != g_.inputs.size() || outputs.size() != g_.outputs.size())
+      return Status::error("E19999", "The model takes " + std::to_string(g_.inputs.size()) + " inputs and " +
+                                         std::to_string(g_.outputs.size()) + " outputs; got " +
+                                         std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()) + ".");
+    auto* run = new Run{this, inputs, outputs, {}, std::move(output_dims)};
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      auto dims = i < input_dims.size() && !input_dims[i].empty() ? input_dims[i] : g_.inputs[i].dims;
+      const auto& model_dims = g_.inputs[i].dims;
+      bool ok = dims.size() == model_dims.size();
+      int64_t n = 1;
+      for (size_t k = 0; ok && k < dims.size(); ++k) {
+        ok = dims[k] >= 0 && (model_dims[k] < 0 || model_dims[k] == dims[k]);
+        n *= dims[k];
+      }
+      if (ok) ok = static_cast<size_t>(n) * c10::elementSize(scalar_type(g_.inputs[i].dtype)) <= input_bytes_[i];
+      if (!ok) {
+        delete run;
+        return Status::error("E19999", "Input " + std::to_string(i) + " (" + g_.inputs[i].name +
+                                           ") has dims the model does not accept.");
+      }
+      run->input_dims.push_back(std::move(dims));
+    }
+    if (snpuLaunchKernel(stream, "om_model", &LoadedModel::kernel, run, [](void* p) { delete static_cast<Run*>(p); }) !=
+        snpuSuccess)
+      return Status::error("E19999", std::string("launch failed: ") + snpuGetLastErrorMessage());
+    return Status{};
+  }
+
+ private:
+  struct Run {
+    LoadedModel* model;
+    std::vector<void*> inputs, outputs;
+    std::vector<std::vector<int64_t>> input_dims;
+    std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims;
+  };
+
+  std::vector<int64_t> max_dims(size_t i) const {
+    auto dims = g_.inputs[i].dims;
+    size_t k = 0;
+    for (size_t j = 0; j < i; ++j)
+      for (auto d : g_.inputs[j].dims) k += d < 0;
+    for (auto& d : dims) {
+      if (d >= 0) continue;
+      int64_t m = 0;
+      for (auto b : g_.batch_profiles) m = std::max(m, b);
+      for (const auto& p : g_.dims_profiles) m = std::max(m, k < p.size() ? p[k] : 0);
+      d = m;
+      ++k;
+    }
+    return dims;
+  }
+
+  static int kernel(void* arg) {
+    auto* run = static_cast<Run*>(arg);
+    auto& m = *run->model;
+    const Step* current = nullptr;
+    try {
+      set_kernel_threads(snpuKernelThreadBudget(m.weight_bytes_ + 4 * (m.input_bytes_.empty() ? 0 : m.input_bytes_[0])));
+      std::vector<at::Tensor> slots(m.num_slots_);
+      for (const auto& [s, t] : m.constants_) slots[s] = t;
+      for (size_t i = 0; i < m.input_slots_.size(); ++i)
+        slots[m.input_slots_[i]] = at::from_blob(run->inputs[i], run->input_dims[i],
+                                                 at::TensorOptions().dtype(scalar_type(m.g_.inputs[i].dtype)));
+      Tensors in, out;
+      for (const auto& st : m.steps_) {
+        current = &st;
+        in.assign(st.in.size(), at::Tensor());
+        for (size_t k = 0; k < st.in.size(); ++k)
+          if (st.in[k] >= 0) in[k] = slots[st.in[k]];
+        bool half_in = st.precision == Step::kFp32 && has_half(in);
+        if (st.precision != Step::kKeep) round_inputs(st.precision, in);
+        out.assign(st.out.size(), at::Tensor());
+        st.kernel(in, out);
+        if (st.precision == Step::kFp16) {
+          for (auto& t : out)
+            if (t.defined() && t.scalar_type() == at::kFloat) t = t.to(at::kHalf).to(at::kFloat);
+        } else if (st.precision == Step::kFp32) {
+          for (size_t k = 0; k < out.size(); ++k)
+            if (half_in && out[k].defined() && out[k].scalar_type() == at::kFloat) out[k] = out[k].to(at::kHalf);
+        }
+        for (size_t k = 0; k < st.out.size(); ++k)
+          if (st.out[k] >= 0) slots[st.out[k]] = std::move(out[k]);
+        for (int s : st.release) slots[s].reset();
+      }
+      current = nullptr;
+      std::vector<std::vector<int64_t>> dims;
+      for (size_t i = 0; i < m.output_slots_.size(); ++i) {
+        const auto& r = slots[m.output_slots_[i]];
+        if (static_cast<int64_t>(r.nbytes()) > m.g_.output_max_bytes[i])
+          throw std::runtime_error("output " + m.g_.outputs[i].name + " needs " + std::to_string(r.nbytes()) +
+                                   " bytes, more than the model's bound");
+        at::from_blob(run->outputs[i], r.sizes(), at::TensorOptions().dtype(r.scalar_type())).copy_(r);
+        dims.push_back(r.sizes().vec());
+      }
+      if (run->output_dims) *run->output_dims = std::move(dims);
+      return 0;
+    } catch (const c10::Error& e) {
+      fail(current, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      fail(current, e.what());
+    }
+    return 1;
+  }
+
+  static void fail(const Step* st, const std::string& what) {
+    snpuKernelSetErrorMessage(((st ? "node " + st->label + ": " : std::string("model: ")) + what).c_str());
+  }
+
+  static bool has_half(const Tensors& in) {
+    for (const auto& t : in)
+      if (t.defined() && t.scalar_type() == at::kHalf) return true;
+    return false;
+  }
+
+  // fp16: float32 inputs rounded to half precision; fp32: half inputs widened (the node then computes in float32).
+  static void round_inputs(Step::Precision p, Tensors& in) {
+    for (auto& t : in) {
+      if (!t.defined()) continue;
+      if (p == Step::kFp16 && t.scalar_type() == at::kFloat) t = t.to(at::kHalf).to(at::kFloat);
+    }
+    if (p == Step::kFp32)
+      for (auto& t : in)
+        if (t.defined() && t.scalar_type() == at::kHalf) t = t.to(at::kFloat);
+  }
+
+  Graph g_;
+  int num_slots_ = 0;
+  std::vector<std::pair<int, at::Tensor>> constants_;
+  std::vector<int> input_slots_, output_slots_;
+  std::vector<size_t> input_bytes_;
+  std::vector<Step> steps_;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const void* data, size_t size, Status* status) {
+  Status local;
+  if (!status) status = &local;
+  Graph g = read_om(data, size, status);
+  if (!status->ok) return nullptr;
+  try {
+    auto m = std::make_unique<LoadedModel>(std::move(g));
+    m->prepare();
+    return m;
+  } catch (const std::exception& e) {
+    *status = Status::error("E19999", std::string("The offline model cannot be loaded: ") + e.what(),
+                            "Convert the model again with this softnpu's atc.");
+    return nullptr;
+  }
+}
+
+}  // namespace softnpu::offline

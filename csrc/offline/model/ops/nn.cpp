@@ -1,0 +1,320 @@
+// Neural-network ONNX ops: convolution, GEMM and MatMul (the cube ops, with the activation and bias the lowering fuses
+// into them), pooling, normalization, softmax.
+#include <ATen/ATen.h>
+
+#include "model/ops/op.h"
+
+namespace softnpu::offline {
+
+namespace {
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  std::string auto_pad;
+  bool ceil_mode = false;
+};
+
+Window window(const OpContext& ctx, size_t spatial_hint = 0) {
+  Window w;
+  w.kernel = ctx.attrs.ints("kernel_shape");
+  w.strides = ctx.attrs.ints("strides");
+  w.dilations = ctx.attrs.ints("dilations");
+  w.pads = ctx.attrs.ints("pads");
+  w.auto_pad = ctx.attrs.s("auto_pad", "NOTSET");
+  w.ceil_mode = ctx.attrs.i("ceil_mode", 0);
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" && w.auto_pad != "VALID")
+    throw Unsupported("auto_pad " + w.auto_pad);
+  return w;
+}
+
+// The symmetric padding ATen takes, after padding the input itself where ONNX's begin and end pads differ (or
+// auto_pad asks for SAME).
+at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int64_t>& kernel, double value,
+                     std::vector<int64_t>* sym) {
+  size_t n = kernel.size();
+  std::vector<int64_t> strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
+  std::vector<int64_t> dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
+  std::vector<int64_t> begin(n, 0), end(n, 0);
+  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t in = x.size(2 + i);
+      int64_t out = (in + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in, 0);
+      begin[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+    }
+  } else if (w.auto_pad == "NOTSET" && !w.pads.empty()) {
+    if (w.pads.size() != 2 * n) throw Unsupported("pads has " + std::to_string(w.pads.size()) + " values for " + std::to_string(n) + " spatial dims");
+    for (size_t i = 0; i < n; ++i) begin[i] = w.pads[i], end[i] = w.pads[i + n];
+  }
+  sym->assign(n, 0);
+  if (begin == end) {
+    *sym = begin;
+    return x;
+  }
+  std::vector<int64_t> p;
+  for (size_t i = n; i-- > 0;) p.push_back(begin[i]), p.push_back(end[i]);
+  return at::constant_pad_nd(x, p, value);
+}
+
+void activation(const OpContext& ctx, bool* relu) { *relu = ctx.attrs.s("softnpu_activation", "") == "Relu"; }
+
+Kernel conv(const OpContext& ctx) {
+  auto w = window(ctx);
+  int64_t group = ctx.attrs.i("group", 1);
+  bool relu;
+  activation(ctx, &relu);
+  return [w, group, relu](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
+    const auto& weight = in[1];
+    std::vector<int64_t> kernel(weight.sizes().begin() + 2, weight.sizes().end());
+    size_t n = kernel.size();
+    std::vector<int64_t> sym;
+    auto xp = pad_input(x, w, kernel, 0.0, &sym);
+    at::Tensor bias = in.size() > 2 ? in[2] : at::Tensor();
+    auto y = at::convolution(xp, weight, bias, w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides, sym,
+                             w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, false,
+                             std::vector<int64_t>(n, 0), group);
+    if (relu) y.relu_();
+    out[0] = y;
+  };
+}
+
+Kernel conv_transpose(const OpContext& ctx) {
+  auto w = window(ctx);
+  int64_t group = ctx.attrs.i("group", 1);
+  auto output_padding = ctx.attrs.ints("output_padding");
+  if (ctx.attrs.has("output_shape")) throw Unsupported("output_shape");
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID") throw Unsupported("auto_pad " + w.auto_pad);
+  bool relu;
+  activation(ctx, &relu);
+  return [w, group, output_padding, relu](const Tensors& in, Tensors& out) {
+    const auto& weight = in[1];
+    size_t n = weight.dim() - 2;
+    std::vector<int64_t> pads(n, 0);
+    if (!w.pads.empty()) {
+      for (size_t i = 0; i < n; ++i)
+        if (w.pads[i] != w.pads[i + n]) throw Unsupported("asymmetric pads");
+      pads.assign(w.pads.begin(), w.pads.begin() + n);
+    }
+    at::Tensor bias = in.size() > 2 ? in[2] : at::Tensor();
+    auto y = at::convolution(in[0], weight, bias, w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides, pads,
+                             w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, true,
+                             output_padding.empty() ? std::vector<int64_t>(n, 0) : output_padding, group);
+    if (relu) y.relu_();
+    out[0] = y;
+  };
+}
+
+Kernel gemm(const OpContext& ctx) {
+  double alpha = ctx.attrs.f("alpha", 1.0f), beta = ctx.attrs.f("beta", 1.0f);
+  bool ta = ctx.attrs.i("transA", 0), tb = ctx.attrs.i("transB", 0);
+  bool relu;
+  activation(ctx, &relu);
+  return [=](const Tensors& in, Tensors& out) {
+    auto a = ta ? in[0].t() : in[0];
+    auto b = tb ? in[1].t() : in[1];
+    at::Tensor y;
+    if (in.size() > 2 && in[2].defined())
+      y = at::addmm(in[2], a, b, beta, alpha);
+    else
+      y = alpha == 1.0 ? at::mm(a, b) : at::mm(a, b) * alpha;
+    if (relu) y.relu_();
+    out[0] = y;
+  };
+}
+
+Kernel matmul(const OpContext& ctx) {
+  bool relu;
+  activation(ctx, &relu);
+  return [relu](const Tensors& in, Tensors& out) {
+    at::Tensor y;
+    if (in.size() > 2 && in[2].defined() && in[0].dim() >= 2 && in[1].dim() == 2) {
+      // The lowering's matmul+bias: one GEMM over the flattened rows.
+      auto sizes = in[0].sizes().vec();
+      auto rows = in[0].reshape({-1, sizes.back()});
+      sizes.back() = in[1].size(1);
+      y = at::addmm(in[2], rows, in[1]).view(sizes);
+    } else {
+      y = at::matmul(in[0], in[1]);
+      if (in.size() > 2 && in[2].defined()) y = y + in[2];
+    }
+    if (relu) y.relu_();
+    out[0] = y;
+  };
+}
+
+Kernel batch_norm(const OpContext& ctx) {
+  double eps = ctx.attrs.f("epsilon", 1e-5f);
+  if (ctx.attrs.i("training_mode", 0)) throw Unsupported("training_mode=1");
+  if (ctx.opset < 7 && ctx.attrs.i("spatial", 1) == 0) throw Unsupported("spatial=0");
+  return [eps](const Tensors& in, Tensors& out) {
+    out[0] = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, eps, false);
+  };
+}
+
+Kernel instance_norm(const OpContext& ctx) {
+  double eps = ctx.attrs.f("epsilon", 1e-5f);
+  return [eps](const Tensors& in, Tensors& out) {
+    out[0] = at::instance_norm(in[0], in[1], in[2], {}, {}, true, 0.0, eps, false);
+  };
+}
+
+Kernel layer_norm(const OpContext& ctx) {
+  int64_t axis = ctx.attrs.i("axis", -1);
+  double eps = ctx.attrs.f("epsilon", 1e-5f);
+  return [axis, eps](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
+    int64_t a = normalize_axis(axis, x.dim());
+    std::vector<int64_t> shape(x.sizes().begin() + a, x.sizes().end());
+    auto scale = in[1].expand(shape).contiguous();
+    at::Tensor bias = in.size() > 2 && in[2].defined() ? in[2].expand(shape).contiguous() : at::Tensor();
+    auto xf = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
+    auto [y, mean, rstd] = at::native_layer_norm(xf, shape, scale.to(xf.scalar_type()),
+                                                 bias.defined() ? bias.to(xf.scalar_type()) : bias, eps);
+    out[0] = y.to(x.scalar_type());
+    if (out.size() > 1) out[1] = mean;
+    if (out.size() > 2) out[2] = rstd;
+  };
+}
+
+template <bool Log>
+Kernel softmax(const OpContext& ctx) {
+  bool legacy = ctx.opset < 13;
+  int64_t axis = ctx.attrs.i("axis", legacy ? 1 : -1);
+  return [legacy, axis](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
+    int64_t a = normalize_axis(axis, x.dim());
+    if (!legacy) {
+      out[0] = Log ? at::log_softmax(x, a) : at::softmax(x, a);
+      return;
+    }
+    // Before opset 13 the input is coerced to 2-D at the axis.
+    auto flat = x.reshape({c10::multiply_integers(x.sizes().begin(), x.sizes().begin() + a), -1});
+    out[0] = (Log ? at::log_softmax(flat, 1) : at::softmax(flat, 1)).reshape(x.sizes());
+  };
+}
+
+Kernel hardmax(const OpContext& ctx) {
+  bool legacy = ctx.opset < 13;
+  int64_t axis = ctx.attrs.i("axis", legacy ? 1 : -1);
+  return [legacy, axis](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
+    int64_t a = normalize_axis(axis, x.dim());
+    auto v = legacy ? x.reshape({c10::multiply_integers(x.sizes().begin(), x.sizes().begin() + a), -1}) : x;
+    int64_t d = legacy ? 1 : a;
+    auto idx = at::argmax(v, d, true);
+    out[0] = at::zeros_like(v).scatter_(d, idx, 1).reshape(x.sizes());
+  };
+}
+
+Kernel max_pool(const OpContext& ctx) {
+  auto w = window(ctx);
+  if (ctx.has_output(1)) throw Unsupported("the Indices output");
+  if (ctx.attrs.i("storage_order", 0)) throw Unsupported("storage_order=1");
+  return [w](const Tensors& in, Tensors& out) {
+    size_t n = w.kernel.size();
+    std::vector<int64_t> sym;
+    bool integral = !in[0].is_floating_point();
+    double low = integral ? static_cast<double>(std::numeric_limits<int64_t>::min()) : -std::numeric_limits<double>::infinity();
+    auto x = pad_input(in[0], w, w.kernel, low, &sym);
+    auto strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
+    auto dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
+    auto xf = integral ? x.to(at::kFloat) : x;
+    at::Tensor y;
+    if (n == 1) y = at::max_pool1d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
+    else if (n == 2) y = at::max_pool2d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
+    else if (n == 3) y = at::max_pool3d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
+    else throw Unsupported("pooling over " + std::to_string(n) + " dims");
+    out[0] = integral ? y.to(in[0].scalar_type()) : y;
+  };
+}
+
+Kernel average_pool(const OpContext& ctx) {
+  auto w = window(ctx);
+  bool include_pad = ctx.attrs.i("count_include_pad", 0);
+  if (!w.dilations.empty() && std::any_of(w.dilations.begin(), w.dilations.end(), [](int64_t d) { return d != 1; }))
+    throw Unsupported("dilations");
+  return [w, include_pad](const Tensors& in, Tensors& out) {
+    size_t n = w.kernel.size();
+    std::vector<int64_t> sym;
+    auto x = pad_input(in[0], w, w.kernel, 0.0, &sym);
+    if (!x.is_same(in[0]) && !include_pad) throw Unsupported("asymmetric padding without count_include_pad");
+    auto strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
+    if (n == 1) out[0] = at::avg_pool1d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
+    else if (n == 2) out[0] = at::avg_pool2d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
+    else if (n == 3) out[0] = at::avg_pool3d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
+    else throw Unsupported("pooling over " + std::to_string(n) + " dims");
+  };
+}
+
+template <bool Max>
+Kernel global_pool(const OpContext&) {
+  return [](const Tensors& in, Tensors& out) {
+    std::vector<int64_t> dims;
+    for (int64_t d = 2; d < in[0].dim(); ++d) dims.push_back(d);
+    out[0] = Max ? at::amax(in[0], dims, true) : at::mean(in[0], dims, true);
+  };
+}
+
+Kernel lp_normalization(const OpContext& ctx) {
+  int64_t axis = ctx.attrs.i("axis", -1), p = ctx.attrs.i("p", 2);
+  if (p != 1 && p != 2) throw Unsupported("p must be 1 or 2");
+  return [axis, p](const Tensors& in, Tensors& out) {
+    auto a = normalize_axis(axis, in[0].dim());
+    out[0] = in[0] / at::norm(in[0], p, {a}, true);
+  };
+}
+
+Kernel dropout(const OpContext& ctx) {
+  return [](const Tensors& in, Tensors& out) {
+    if (in.size() > 2 && in[2].defined() && value_i64(in[2]) != 0) throw Unsupported("training_mode=true");
+    out[0] = in[0];
+    if (out.size() > 1) out[1] = at::ones(in[0].sizes(), in[0].options().dtype(at::kBool));
+  };
+}
+
+Kernel lrn(const OpContext& ctx) {
+  double alpha = ctx.attrs.f("alpha", 1e-4f), beta = ctx.attrs.f("beta", 0.75f), bias = ctx.attrs.f("bias", 1.0f);
+  int64_t size = ctx.attrs.required_i("size");
+  return [=](const Tensors& in, Tensors& out) {
+    // ONNX sums over channels [c - floor((size-1)/2), c + ceil((size-1)/2)].
+    auto sq = (in[0] * in[0]).unsqueeze(1);
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    std::vector<int64_t> pad(2 * (sq.dim() - 2), 0);
+    pad[pad.size() - 2] = lo;
+    pad[pad.size() - 1] = hi;
+    auto padded = at::constant_pad_nd(sq, pad, 0);
+    std::vector<int64_t> k(sq.dim() - 2, 1);
+    k[0] = size;
+    at::Tensor sum;
+    if (k.size() == 3) sum = at::avg_pool3d(padded, k, 1, 0, false, true) * size;
+    else if (k.size() == 2) sum = at::avg_pool2d(padded, k, 1, 0, false, true) * size;
+    else throw Unsupported("LRN input rank");
+    out[0] = in[0] / at::pow(sum.squeeze(1) * (alpha / size) + bias, beta);
+  };
+}
+
+const bool registered = register_ops({
+    {"Conv", conv},
+    {"ConvTranspose", conv_transpose},
+    {"Gemm", gemm},
+    {"MatMul", matmul},
+    {"BatchNormalization", batch_norm},
+    {"InstanceNormalization", instance_norm},
+    {"LayerNormalization", layer_norm},
+    {"Softmax", softmax<false>},
+    {"LogSoftmax", softmax<true>},
+    {"Hardmax", hardmax},
+    {"MaxPool", max_pool},
+    {"AveragePool", average_pool},
+    {"GlobalAveragePool", global_pool<false>},
+    {"GlobalMaxPool", global_pool<true>},
+    {"LpNormalization", lp_normalization},
+    {"Dropout", dropout, {1, 2}},
+    {"LRN", lrn},
+});
+
+}  // namespace
+
+}  // namespace softnpu::offline

@@ -1,0 +1,182 @@
+// The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
+// dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
+// runs inside it, a bias added after a matmul becomes the GEMM's bias; then the precision mode marks nodes.
+#include <ATen/ATen.h>
+
+#include <map>
+#include <set>
+
+#include "model/graph.h"
+#include "model/ops/op.h"
+
+namespace softnpu::offline {
+
+namespace {
+
+void set_attr_s(onnx::NodeProto& n, const std::string& name, const std::string& value) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+}
+
+struct Uses {
+  std::map<std::string, int> count;
+  std::map<std::string, size_t> consumer;  // the consumer of a value used once
+};
+
+Uses uses(const Graph& g, const std::vector<std::string>& outputs) {
+  Uses u;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].input())
+      if (!in.empty()) ++u.count[in], u.consumer[in] = i;
+  for (const auto& o : outputs) u.count[o] += 2;  // a graph output is never fused away
+  return u;
+}
+
+void drop_dead_nodes(Graph& g, const std::vector<std::string>& outputs) {
+  std::set<std::string> needed(outputs.begin(), outputs.end());
+  std::vector<onnx::NodeProto> kept;
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    bool live = false;
+    for (const auto& o : it->output()) live |= needed.count(o) > 0;
+    if (!live) continue;
+    for (const auto& in : it->input()) needed.insert(in);
+    kept.push_back(*it);
+  }
+  g.nodes.assign(kept.rbegin(), kept.rend());
+  for (auto it = g.constants.begin(); it != g.constants.end();)
+    it = needed.count(it->first) ? std::next(it) : g.constants.erase(it);
+}
+
+bool is_const(const Graph& g, const std::string& name) { return !name.empty() && g.constants.count(name); }
+
+// Conv -> BatchNormalization (inference): W' = W * s, B' = (B - mean) * s + beta, with s = gamma / sqrt(var + eps).
+void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
+  auto u = uses(g, outputs);
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto& conv = g.nodes[i];
+    if (conv.op_type() != "Conv" || conv.output_size() != 1 || !is_const(g, conv.input(1))) continue;
+    if (conv.input_size() > 2 && !conv.input(2).empty() && !is_const(g, conv.input(2))) continue;
+    const auto& y = conv.output(0);
+    if (u.count[y] != 1) continue;
+    size_t ci = u.consumer[y];
+    auto& bn = g.nodes[ci];
+    if (bn.op_type() != "BatchNormalization" || bn.input(0) != y || Attrs(bn).i("training_mode", 0) != 0) continue;
+    if (bn.output_size() > 1 && std::any_of(bn.output().begin() + 1, bn.output().end(), [](const std::string& s) { return !s.empty(); }))
+      continue;
+    bool consts = true;
+    for (int k = 1; k < 5; ++k) consts &= is_const(g, bn.input(k));
+    if (!consts) continue;
+    auto w = g.constants[conv.input(1)];
+    if (!w.is_floating_point()) continue;
+    auto eps = Attrs(bn).f("epsilon", 1e-5f);
+    auto gamma = g.constants[bn.input(1)].to(at::kDouble), beta = g.constants[bn.input(2)].to(at::kDouble);
+    auto mean = g.constants[bn.input(3)].to(at::kDouble), var = g.constants[bn.input(4)].to(at::kDouble);
+    auto s = gamma / (var + eps).sqrt();
+    std::vector<int64_t> bshape(w.dim(), 1);
+    bshape[0] = -1;
+    auto b = conv.input_size() > 2 && !conv.input(2).empty() ? g.constants[conv.input(2)].to(at::kDouble)
+                                                              : at::zeros_like(mean);
+    auto new_w = (w.to(at::kDouble) * s.reshape(bshape)).to(w.scalar_type()).contiguous();
+    auto new_b = ((b - mean) * s + beta).to(w.scalar_type()).contiguous();
+    auto wname = conv.name() + "/folded_weight", bname = conv.name() + "/folded_bias";
+    g.constants[wname] = new_w;
+    g.constants[bname] = new_b;
+    conv.set_input(1, wname);
+    if (conv.input_size() > 2) conv.set_input(2, bname); else conv.add_input(bname);
+    conv.set_output(0, bn.output(0));
+    removed.insert(ci);
+  }
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
+// Conv / ConvTranspose / Gemm / MatMul -> Relu: the producer applies it in place on its output.
+void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
+  auto u = uses(g, outputs);
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto& n = g.nodes[i];
+    const auto& t = n.op_type();
+    if (t != "Conv" && t != "ConvTranspose" && t != "Gemm" && t != "MatMul") continue;
+    if (n.output_size() != 1 || Attrs(n).has("softnpu_activation") || u.count[n.output(0)] != 1) continue;
+    size_t ci = u.consumer[n.output(0)];
+    auto& act = g.nodes[ci];
+    if (act.op_type() != "Relu" || removed.count(ci)) continue;
+    set_attr_s(n, "softnpu_activation", "Relu");
+    n.set_output(0, act.output(0));
+    removed.insert(ci);
+  }
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
+// MatMul(x, W) -> Add(., b) with constant 2-D W and 1-D b of W's columns: one GEMM with its bias (MatMul's third
+// input, an extension only softnpu's kernel reads).
+void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
+  auto u = uses(g, outputs);
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto& mm = g.nodes[i];
+    if (mm.op_type() != "MatMul" || mm.input_size() != 2 || !is_const(g, mm.input(1))) continue;
+    const auto& w = g.constants[mm.input(1)];
+    if (w.dim() != 2 || !w.is_floating_point() || u.count[mm.output(0)] != 1) continue;
+    size_t ci = u.consumer[mm.output(0)];
+    auto& add = g.nodes[ci];
+    if (add.op_type() != "Add" || removed.count(ci)) continue;
+    const auto& other = add.input(0) == mm.output(0) ? add.input(1) : add.input(0);
+    if (!is_const(g, other)) continue;
+    const auto& b = g.constants[other];
+    if (b.dim() != 1 || b.size(0) != w.size(1) || b.scalar_type() != w.scalar_type()) continue;
+    mm.add_input(other);
+    mm.set_output(0, add.output(0));
+    removed.insert(ci);
+  }
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
+bool is_cube(const std::string& t) { return t == "Conv" || t == "ConvTranspose" || t == "MatMul" || t == "Gemm"; }
+
+}  // namespace
+
+void lower(Graph& g, const std::vector<std::string>& outputs) {
+  drop_dead_nodes(g, outputs);
+  fold_batch_norm(g, outputs);
+  fuse_matmul_bias(g, outputs);
+  fuse_activation(g, outputs);
+  drop_dead_nodes(g, outputs);
+}
+
+// As ATC's precision modes, on the software NPU: "fp16" nodes take float32 inputs rounded to float16 and round their
+// float32 outputs to it (the cube's half-precision storage; compute stays float32, so every host is fast), with their
+// constant weights rounded at conversion. force_fp16 marks every node, allow_fp32_to_fp16 and allow_mix_precision the
+// cube ops (Conv, ConvTranspose, MatMul, Gemm); force_fp32 computes float16 cube ops in float32; must_keep_origin_dtype
+// keeps every type.
+void apply_precision_mode(Graph& g, const std::string& mode) {
+  bool all = mode == "force_fp16";
+  bool cube = all || mode == "allow_fp32_to_fp16" || mode == "allow_mix_precision" || mode == "allow_mix_precision_fp16";
+  for (auto& n : g.nodes) {
+    if (mode == "force_fp32" && is_cube(n.op_type())) {
+      set_attr_s(n, "softnpu_precision", "fp32");
+      continue;
+    }
+    if (!(all || (cube && is_cube(n.op_type())))) continue;
+    set_attr_s(n, "softnpu_precision", "fp16");
+    for (const auto& in : n.input()) {
+      auto it = g.constants.find(in);
+      if (it != g.constants.end() && it->second.scalar_type() == at::kFloat)
+        it->second = it->second.to(at::kHalf).to(at::kFloat);
+    }
+  }
+}
+
+}  // namespace softnpu::offline
