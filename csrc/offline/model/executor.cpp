@@ -116,12 +116,17 @@ class LoadedModel final : public Model {
 
   Status execute_async(snpuStream_t stream, const std::vector<void*>& inputs, const std::vector<void*>& outputs,
                        const std::vector<std::vector<int64_t>>& input_dims,
-                       std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims) override {
+                       std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims,
+                       std::shared_ptr<std::vector<void*>> allocated) override {
     if (inputs.size() != g_.inputs.size() || outputs.size() != g_.outputs.size())
       return Status::error("E19999", "The model takes " + std::to_string(g_.inputs.size()) + " inputs and " +
                                          std::to_string(g_.outputs.size()) + " outputs; got " +
                                          std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()) + ".");
-    auto* run = new Run{this, inputs, outputs, {}, std::move(output_dims)};
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (!outputs[i] && g_.output_max_bytes[i] > 0)
+        return Status::error("E19999", "Output " + std::to_string(i) + " (" + g_.outputs[i].name +
+                                           ") needs a buffer: only outputs whose shape depends on data are allocated by the run.");
+    auto* run = new Run{this, inputs, outputs, {}, std::move(output_dims), std::move(allocated)};
     for (size_t i = 0; i < g_.inputs.size(); ++i) {
       auto dims = i < input_dims.size() && !input_dims[i].empty() ? input_dims[i] : g_.inputs[i].dims;
       const auto& model_dims = g_.inputs[i].dims;
@@ -151,6 +156,7 @@ class LoadedModel final : public Model {
     std::vector<void*> inputs, outputs;
     std::vector<std::vector<int64_t>> input_dims;
     std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims;
+    std::shared_ptr<std::vector<void*>> allocated;
   };
 
   std::vector<int64_t> max_dims(size_t i) const {
@@ -205,10 +211,19 @@ class LoadedModel final : public Model {
       std::vector<std::vector<int64_t>> dims;
       for (size_t i = 0; i < m.output_slots_.size(); ++i) {
         const auto& r = slots[m.output_slots_[i]];
-        if (static_cast<int64_t>(r.nbytes()) > m.g_.output_max_bytes[i])
+        void* dst = run->outputs[i];
+        if (!dst) {
+          if (snpuMalloc(&dst, std::max<size_t>(r.nbytes(), 1)) != snpuSuccess)
+            throw std::runtime_error("out of npu memory for output " + m.g_.outputs[i].name);
+          if (run->allocated) {
+            run->allocated->resize(m.output_slots_.size(), nullptr);
+            (*run->allocated)[i] = dst;
+          }
+        } else if (m.g_.output_max_bytes[i] > 0 && static_cast<int64_t>(r.nbytes()) > m.g_.output_max_bytes[i]) {
           throw std::runtime_error("output " + m.g_.outputs[i].name + " needs " + std::to_string(r.nbytes()) +
-                                   " bytes, more than the model's bound");
-        at::from_blob(run->outputs[i], r.sizes(), at::TensorOptions().dtype(r.scalar_type())).copy_(r);
+                                   " bytes, more than the model's bound of " + std::to_string(m.g_.output_max_bytes[i]));
+        }
+        at::from_blob(dst, r.sizes(), at::TensorOptions().dtype(r.scalar_type())).copy_(r);
         dims.push_back(r.sizes().vec());
       }
       if (run->output_dims) *run->output_dims = std::move(dims);

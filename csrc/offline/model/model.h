@@ -86,10 +86,14 @@ class Model {
   // ASYNC. Enqueues the model on the stream: inputs[i] and outputs[i] are npu device memory (or pinned host memory)
   // of at least the sizes above; input_dims gives each input's dims for this run (the model's own dims when empty).
   // Output dims of the run are written to *output_dims once the run completes (read them after synchronizing).
+  // An output whose size is 0 above has a shape that depends on input data: pass nullptr for it, and the run
+  // allocates it in npu device memory (snpuMalloc; the caller frees it with snpuFree) and writes the pointer to
+  // (*allocated)[i]. A non-null buffer too small for an output fails the run.
   // A kernel that fails reports the node's name and op type at the stream's next synchronizing call.
   virtual Status execute_async(snpuStream_t stream, const std::vector<void*>& inputs, const std::vector<void*>& outputs,
                                const std::vector<std::vector<int64_t>>& input_dims,
-                               std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims) = 0;
+                               std::shared_ptr<std::vector<std::vector<int64_t>>> output_dims,
+                               std::shared_ptr<std::vector<void*>> allocated = nullptr) = 0;
 
   // The JSON atc --mode=1 prints: header, metadata, graph (nodes with their inputs, outputs and attributes).
   virtual std::string to_json() const = 0;

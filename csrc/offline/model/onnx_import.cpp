@@ -257,8 +257,7 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
       if (it == ev.values.end() || it->second.kind == AbstractValue::kFailed) {
         outs.push_back({});
       } else if (it->second.kind == AbstractValue::kDynamic) {
-        ev.unsupported.push_back({name, "Output", "its shape depends on input data, which offline models cannot bound"});
-        outs.push_back({});
+        outs.push_back({});  // typed from the model's declaration below
       } else {
         outs.push_back(it->second.tensor);
       }
@@ -289,17 +288,46 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
     TensorDesc d;
     d.name = output_names[i];
     const auto& t0 = output_per_profile[0][i];
+    d.format = "ND";
+    if (!t0.defined()) {
+      // Its shape depends on input data: the model's declared type and shape; the run allocates it unless the
+      // declared shape is static.
+      const onnx::ValueInfoProto* declared = nullptr;
+      for (const auto& vi : g.output()) if (vi.name() == output_names[i]) declared = &vi;
+      for (const auto& vi : g.value_info()) if (!declared && vi.name() == output_names[i]) declared = &vi;
+      int64_t bytes = 0;
+      try {
+        if (!declared || !declared->type().tensor_type().has_elem_type()) throw Unsupported("no declared type");
+        d.dtype = declared->type().tensor_type().elem_type();
+        bytes = static_cast<int64_t>(c10::elementSize(scalar_type(d.dtype)));
+      } catch (const Unsupported&) {
+        result.status = Status::error("EZ3003", "Output [" + output_names[i] + "] depends on input data and the model does not declare a supported type for it.",
+                                      "Declare the output's type in the model.");
+        result.status.unsupported.push_back({output_names[i], "Output", "its type is not declared"});
+        return result;
+      }
+      bool has_shape = declared->type().tensor_type().has_shape();
+      for (const auto& dim : declared->type().tensor_type().shape().dim()) {
+        d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+        if (dim.has_dim_value()) bytes *= dim.dim_value(); else bytes = 0;
+      }
+      if (!has_shape) bytes = 0;
+      graph.outputs.push_back(d);
+      graph.output_max_bytes.push_back(bytes);
+      continue;
+    }
     d.dtype = onnx_type(t0.scalar_type());
     d.dims = t0.sizes().vec();
     int64_t max_bytes = 0;
     for (const auto& outs : output_per_profile) {
+      if (!outs[i].defined()) continue;
       max_bytes = std::max<int64_t>(max_bytes, outs[i].numel() * outs[i].element_size());
       for (size_t k = 0; k < d.dims.size(); ++k)
         if (outs[i].dim() != static_cast<int64_t>(d.dims.size()) || outs[i].size(k) != d.dims[k]) d.dims[k] = -1;
     }
-    d.format = "ND";
     graph.outputs.push_back(d);
-    graph.output_max_bytes.push_back(max_bytes);
+    // Bytes of the largest profile; at least 1 so that a size of 0 keeps meaning "allocated by the run".
+    graph.output_max_bytes.push_back(std::max<int64_t>(max_bytes, 1));
     const auto& v = first.values[output_names[i]];
     if (v.kind == AbstractValue::kConst) graph.constants[output_names[i]] = v.tensor;
   }
