@@ -11,6 +11,7 @@ label for the test cases: the model runs on npu:0.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
@@ -22,7 +23,8 @@ from . import convert
 # ACL's aclDataType numbers and numpy's types.
 _ACL_TO_NUMPY = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
                  8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_, 16: np.complex64,
-                 17: np.complex128}
+                 17: np.complex128, 27: ml_dtypes.bfloat16, 35: ml_dtypes.float8_e5m2, 36: ml_dtypes.float8_e4m3fn,
+                 37: ml_dtypes.float8_e8m0fnu}
 _MEMCPY_HOST_TO_DEVICE = 1
 _MEMCPY_DEVICE_TO_HOST = 2
 _DEVICE = 0
