@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   std::string onnx;
   if (!read_file(args.model, &onnx)) return failed(file_error("model", args.model));
   if (info) std::cout << "[INFO] converting " << args.model << " for " << args.convert.soc_version << std::endl;
+  auto slash = args.model.rfind('/');
+  args.convert.model_dir = slash == std::string::npos ? "." : args.model.substr(0, slash);
   auto result = softnpu::offline::convert_onnx(onnx, args.convert);
   if (args.mode == 3) {
     if (!result.report_json.empty() && !write_file(args.check_report, result.report_json))

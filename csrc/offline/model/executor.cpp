@@ -39,6 +39,7 @@ struct Step {
   std::vector<int> in, out;
   std::vector<int> release;  // slots dead after this step
   enum Precision { kKeep, kFp16, kFp32 } precision = kKeep;
+  std::vector<bool> round_in;  // fp16: the inputs not already rounded (by the conversion or an fp16 producer)
 };
 
 at::Tensor device_copy(const at::Tensor& t) {
@@ -71,6 +72,8 @@ class LoadedModel final : public Model {
     }
     for (const auto& in : g_.inputs) input_slots_.push_back(slot_of(in.name));
     std::map<int, size_t> last_use;
+    std::set<int> rounded;  // slots whose float32 values are already float16 values
+    for (const auto& c : constants_) rounded.insert(c.first);
     for (const auto& n : g_.nodes) {
       const OpDef* def = find_op(n.op_type());
       if (!def) throw std::runtime_error("no softnpu kernel for op type " + n.op_type());
@@ -85,6 +88,10 @@ class LoadedModel final : public Model {
         if (!i.empty()) last_use[slot.at(i)] = steps_.size();
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
+      if (st.precision == Step::kFp16) {
+        for (int s : st.in) st.round_in.push_back(s >= 0 && !rounded.count(s));
+        rounded.insert(st.out.begin(), st.out.end());
+      }
       steps_.push_back(std::move(st));
     }
     for (const auto& out : g_.outputs) output_slots_.push_back(slot.at(out.name));
@@ -193,7 +200,7 @@ class LoadedModel final : public Model {
         for (size_t k = 0; k < st.in.size(); ++k)
           if (st.in[k] >= 0) in[k] = slots[st.in[k]];
         bool half_in = st.precision == Step::kFp32 && has_half(in);
-        if (st.precision != Step::kKeep) round_inputs(st.precision, in);
+        if (st.precision != Step::kKeep) round_inputs(st, in);
         out.assign(st.out.size(), at::Tensor());
         st.kernel(in, out);
         if (st.precision == Step::kFp16) {
@@ -247,12 +254,11 @@ class LoadedModel final : public Model {
   }
 
   // fp16: float32 inputs rounded to half precision; fp32: half inputs widened (the node then computes in float32).
-  static void round_inputs(Step::Precision p, Tensors& in) {
-    for (auto& t : in) {
-      if (!t.defined()) continue;
-      if (p == Step::kFp16 && t.scalar_type() == at::kFloat) t = t.to(at::kHalf).to(at::kFloat);
-    }
-    if (p == Step::kFp32)
+  static void round_inputs(const Step& st, Tensors& in) {
+    if (st.precision == Step::kFp16)
+      for (size_t k = 0; k < in.size(); ++k)
+        if (st.round_in[k] && in[k].defined() && in[k].scalar_type() == at::kFloat) in[k] = in[k].to(at::kHalf).to(at::kFloat);
+    if (st.precision == Step::kFp32)
       for (auto& t : in)
         if (t.defined() && t.scalar_type() == at::kHalf) t = t.to(at::kFloat);
   }

@@ -49,6 +49,7 @@ struct ConvertOptions {
   std::vector<int64_t> dynamic_batch_sizes;         // --dynamic_batch_size
   std::vector<std::vector<int64_t>> dynamic_dims;   // --dynamic_dims: one profile per entry, the -1 dims in order
   std::string command_line;                         // recorded in the model's metadata
+  std::string model_dir;                            // where weights kept outside the model file are (external data)
 };
 
 struct ConvertResult {

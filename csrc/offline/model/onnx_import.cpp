@@ -2,6 +2,7 @@
 // structure, its inputs against --input_shape and the dynamic profiles, and every node through its kernel.
 #include <ATen/ATen.h>
 
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -59,6 +60,36 @@ std::vector<std::vector<int64_t>> profile_dims(const std::vector<TensorDesc>& in
   return out;
 }
 
+// Weights the exporter kept in a file beside the model (torch.onnx.export's default for large models): read into the
+// tensor, bounded by the file.
+onnx::TensorProto with_external_data(const onnx::TensorProto& p, const std::string& dir) {
+  if (p.data_location() != onnx::TensorProto::EXTERNAL) return p;
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    if (kv.key() == "offset") offset = std::stoll(kv.value());
+    if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (dir.empty()) throw Unsupported("its data is in an external file, and the model was not read from a file");
+  if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
+    throw Unsupported("its external data location '" + location + "' is not a file beside the model");
+  std::ifstream f(dir + "/" + location, std::ios::binary);
+  if (!f) throw Unsupported("its external data file " + dir + "/" + location + " cannot be read");
+  f.seekg(0, std::ios::end);
+  int64_t size = f.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || offset + length > size) throw Unsupported("its external data lies beyond the end of " + location);
+  std::string data(length, '\0');
+  f.seekg(offset);
+  f.read(data.data(), length);
+  onnx::TensorProto q = p;
+  q.clear_external_data();
+  q.set_data_location(onnx::TensorProto::DEFAULT);
+  q.set_raw_data(std::move(data));
+  return q;
+}
+
 }  // namespace
 
 Status Status::error(std::string code, std::string message, std::string solution) {
@@ -85,6 +116,11 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
   int64_t opset = -1;
   for (const auto& imp : model.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+  if (opset < 0) {
+    result.status = Status::error("E10001", "The model imports no ai.onnx opset: softnpu runs ai.onnx ops only.",
+                                  "Export the model with the ai.onnx domain (opset 1 to " + std::to_string(kMaxOpset) + ").");
+    return result;
+  }
   if (opset < kMinOpset || opset > kMaxOpset) {
     result.status = Status::error(
         "E10001", "Value [" + std::to_string(opset) + "] for the model's ai.onnx opset is invalid: softnpu supports opsets " +
@@ -103,7 +139,7 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
   std::map<std::string, AbstractValue> seed;
   for (const auto& init : g.initializer()) {
     try {
-      seed[init.name()] = {AbstractValue::kConst, from_proto(init)};
+      seed[init.name()] = {AbstractValue::kConst, from_proto(with_external_data(init, options.model_dir))};
     } catch (const std::exception& e) {
       result.status = Status::error("E19005", "Initializer '" + init.name() + "': " + e.what(), "Export the model again.");
       return result;

@@ -1,0 +1,127 @@
+/* AscendCL's runtime calls (CANN's acl_rt.h): devices, contexts, streams, events, memory. A layer over softnpu's
+ * runtime (softnpu/runtime.h): device memory is the runtime's npu memory, streams and events are runtime streams
+ * and events. SYNC: complete when the call returns; ASYNC: enqueued on a stream, in stream order.
+ * Every call fails with ACL_ERROR_UNINITIALIZE before aclInit, and the calls that act on the current device with
+ * ACL_ERROR_RT_CONTEXT_NULL before aclrtSetDevice or aclrtSetCurrentContext on the calling thread. */
+#ifndef INC_EXTERNAL_ACL_ACL_RT_H_
+#define INC_EXTERNAL_ACL_ACL_RT_H_
+
+#include "acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void* aclrtContext;
+typedef void* aclrtStream;
+typedef void* aclrtEvent;
+
+typedef enum aclrtRunMode { ACL_DEVICE = 0, ACL_HOST = 1 } aclrtRunMode;
+
+typedef enum aclrtMemcpyKind {
+  ACL_MEMCPY_HOST_TO_HOST = 0,
+  ACL_MEMCPY_HOST_TO_DEVICE = 1,
+  ACL_MEMCPY_DEVICE_TO_HOST = 2,
+  ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+  ACL_MEMCPY_DEFAULT = 4
+} aclrtMemcpyKind;
+
+/* Accepted and ignored: the software NPU's memory has one kind of page. */
+typedef enum aclrtMemMallocPolicy {
+  ACL_MEM_MALLOC_HUGE_FIRST = 0,
+  ACL_MEM_MALLOC_HUGE_ONLY = 1,
+  ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+  ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3,
+  ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4,
+  ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5
+} aclrtMemMallocPolicy;
+
+/* Every attribute answers for the device's whole memory (the software NPU has one kind). */
+typedef enum aclrtMemAttr {
+  ACL_DDR_MEM = 0,
+  ACL_HBM_MEM = 1,
+  ACL_DDR_MEM_HUGE = 2,
+  ACL_DDR_MEM_NORMAL = 3,
+  ACL_HBM_MEM_HUGE = 4,
+  ACL_HBM_MEM_NORMAL = 5,
+  ACL_DDR_MEM_P2P_HUGE = 6,
+  ACL_DDR_MEM_P2P_NORMAL = 7,
+  ACL_HBM_MEM_P2P_HUGE = 8,
+  ACL_HBM_MEM_P2P_NORMAL = 9
+} aclrtMemAttr;
+
+/* ---- devices and contexts */
+
+/* SYNC. ACL_HOST: the program runs on the host, beside the device (as with an Ascend card in a server). */
+ACL_FUNC_VISIBILITY aclError aclrtGetRunMode(aclrtRunMode* runMode);
+/* SYNC. Makes the device current for the calling thread (its default context). ACL_ERROR_RT_INVALID_DEVICEID for a
+ * device that does not exist. */
+ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
+/* SYNC. Waits for the device's work and releases this thread's hold on it (its default context is no longer
+ * current). */
+ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
+/* SYNC. */
+ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
+/* SYNC. Does not need aclrtSetDevice. */
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count);
+/* SYNC. Waits for all work on the current device. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
+/* SYNC. Creates a context on the device and makes it current for the calling thread. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateContext(aclrtContext* context, int32_t deviceId);
+/* SYNC. Waits for the context's device, then destroys it (it stops being current where it was). */
+ACL_FUNC_VISIBILITY aclError aclrtDestroyContext(aclrtContext context);
+/* SYNC. */
+ACL_FUNC_VISIBILITY aclError aclrtSetCurrentContext(aclrtContext context);
+ACL_FUNC_VISIBILITY aclError aclrtGetCurrentContext(aclrtContext* context);
+
+/* ---- streams and events (a NULL stream is the current device's default stream) */
+
+/* SYNC. A stream on the current device. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateStream(aclrtStream* stream);
+/* SYNC. Waits for the stream's work, then destroys it. */
+ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
+/* SYNC. Waits for the stream's work; reports the failure of a kernel or model run on it (ACL_ERROR_RT_MODEL_EXECUTE
+ * for a model, ACL_ERROR_RT_AICORE_EXCEPTION for another kernel; aclGetRecentErrMsg names the node). */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStream(aclrtStream stream);
+/* SYNC. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent* event);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
+/* ASYNC. The event completes, with a timestamp, when the stream reaches this point. */
+ACL_FUNC_VISIBILITY aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+/* ASYNC. Work queued on the stream later waits for the event. */
+ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
+/* SYNC. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeEvent(aclrtEvent event);
+/* SYNC. Milliseconds between two completed events. */
+ACL_FUNC_VISIBILITY aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endEvent);
+
+/* ---- memory */
+
+/* SYNC. Device memory of the current device (npu memory: counted in npu-smi and the device's free memory).
+ * ACL_ERROR_INVALID_PARAM for size 0, ACL_ERROR_RT_MEMORY_ALLOCATION when the device is full. */
+ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
+/* SYNC. Waits for the device's work first. */
+ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr);
+/* SYNC. Pinned host memory (asynchronous copies from or to it do not wait). */
+ACL_FUNC_VISIBILITY aclError aclrtMallocHost(void** hostPtr, size_t size);
+ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void* hostPtr);
+/* SYNC. Copies count bytes into dst, which holds destMax bytes (ACL_ERROR_INVALID_PARAM if count > destMax). */
+ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count,
+                                         aclrtMemcpyKind kind);
+/* ASYNC when the host side is pinned memory (aclrtMallocHost) or for device to device; with pageable host memory it
+ * completes (device to host) or stages the source (host to device) before returning. */
+ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t count,
+                                              aclrtMemcpyKind kind, aclrtStream stream);
+/* SYNC. Sets count bytes of device memory (holding maxCount bytes) to value. */
+ACL_FUNC_VISIBILITY aclError aclrtMemset(void* devPtr, size_t maxCount, int32_t value, size_t count);
+/* ASYNC. */
+ACL_FUNC_VISIBILITY aclError aclrtMemsetAsync(void* devPtr, size_t maxCount, int32_t value, size_t count,
+                                              aclrtStream stream);
+/* SYNC. Free and total memory of the current device, in bytes. */
+ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INC_EXTERNAL_ACL_ACL_RT_H_ */
