@@ -163,7 +163,11 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     std::string what = std::string(call) + ": output " + std::to_string(i) + " (" + t.name + ")";
     if (!b) return fail(ACL_ERROR_INVALID_PARAM, what + ": the data buffer is null");
     done->element_sizes.push_back(aclDataTypeSize(to_acl_dtype(t.dtype)));
-    if (n == 0 && !b->data) {
+    if (n == 0) {
+      // The model library cannot bound a caller's buffer for such an output (execute_async takes no sizes).
+      if (b->data)
+        return fail(ACL_ERROR_INVALID_PARAM, what + " has a shape that depends on input data: give it an empty "
+                                                    "data buffer (NULL, 0), which the run fills with memory it allocates");
       done->allocated_buffers.emplace_back(i, b);
       continue;
     }
