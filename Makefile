@@ -21,7 +21,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz deps clean
+.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz onnx-node-tests deps clean
 
 # ---------------------------------------------------------------- set-up
 
@@ -76,6 +76,11 @@ test-cpp: build
 	  -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE_PREFIX);$(SOFTNPU_CMAKE_PREFIX)"
 	$(CMAKE) --build build/example -j $(JOBS)
 	$(CTEST) --test-dir build/example --output-on-failure
+	$(CMAKE) -S examples/acl -B build/acl -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$$(command -v ccache) -DPython_EXECUTABLE=$(CURDIR)/$(PY) \
+	  -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE_PREFIX);$(SOFTNPU_CMAKE_PREFIX)"
+	$(CMAKE) --build build/acl -j $(JOBS)
+	$(CTEST) --test-dir build/acl --output-on-failure
 
 test: test-runtime tsan test-python test-cpp
 
@@ -97,6 +102,11 @@ demo: build
 # (tests/conformance/expected_failures.toml must be updated) or a crash.
 conformance: build
 	$(PY) tests/conformance/runner.py -j $(JOBS)
+
+# ONNX's backend node tests (onnx 1.22.0's, 1765 cases) converted by atc and run through ACL; tests/onnx_node lists the
+# expected failures with reasons, and `make test` runs a slice (tests/test_onnx_node.py).
+onnx-node-tests: build
+	$(PY) tests/onnx_node/runner.py
 
 # The differential fuzzer (tests/fuzz_ops.py): OpInfo ops on mutated inputs, npu against the CPU, for FUZZ_MINUTES;
 # prints the cases tried and each disagreement as a minimal reproducer, and fails if it found one.

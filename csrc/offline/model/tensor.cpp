@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -20,7 +22,11 @@ std::map<std::string, OpDef>& op_table() {
 bool register_ops(std::vector<OpDef> defs) {
   for (auto& d : defs) {
     std::string type = d.type;
-    op_table()[type] = std::move(d);
+    // Two files registering one op type would leave the kernel to link order.
+    if (!op_table().emplace(type, std::move(d)).second) {
+      std::fprintf(stderr, "softnpu offline: op type %s is registered twice\n", type.c_str());
+      std::abort();
+    }
   }
   return true;
 }
