@@ -326,6 +326,15 @@ def test_wrong_datasets_are_errors(device, models):
     acl.mdl.add_dataset_buffer(lying, acl.create_data_buffer(small, 1 << 20))
     assert acl.mdl.execute(mid, run.inputs, lying) == ACL_ERROR_INVALID_PARAM
     assert acl.mdl.set_dynamic_batch_size(mid, run.inputs, 1, 1) == ACL_ERROR_MODEL_NOT_DYNAMIC
+    # A stream of another device than the model's.
+    ctx, ret = acl.rt.create_context(1)
+    ok(ret)
+    other, ret = acl.rt.create_stream()
+    ok(ret)
+    assert acl.mdl.execute_async(mid, run.inputs, run.outputs, other) == 107004  # ACL_ERROR_RT_MODEL_CONTEXT
+    ok(acl.rt.destroy_stream(other))
+    ok(acl.rt.destroy_context(ctx))
+    ok(acl.rt.set_device(0))
     ok(acl.rt.free(small))
     # After all this the model runs.
     run.feed(0, np.ones((1, 3, 8, 8), np.float32))

@@ -43,6 +43,20 @@ def test_infer_session_static(models):
         session.infer([x])
 
 
+def test_free_resource_gives_back_the_threads_context(models):
+    import acl
+    assert acl.init() in (0, 100002)
+    assert acl.rt.set_device(0) == 0
+    context, ret = acl.rt.get_context()
+    assert ret == 0
+    session = InferSession(0, str(models["conv"][0]))
+    assert acl.rt.get_context()[0] != context  # the session's own while it lives
+    session.free_resource()
+    assert acl.rt.get_context() == (context, 0)
+    p, ret = acl.rt.malloc(1024, 0)
+    assert ret == 0 and acl.rt.free(p) == 0
+
+
 def test_infer_session_dynamic(models):
     path, w = models["mlp"]
     session = InferSession(0, str(path))
