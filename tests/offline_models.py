@@ -78,3 +78,13 @@ def matmul_chain(directory: Path, n: int = 1024, depth: int = 12):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
                           [numpy_helper.from_array(w, "W")])
     return atc(_save(g, directory / "matmul_chain.onnx"), directory / "matmul_chain"), w
+
+
+def gather(directory: Path):
+    """idx [2] (int64) -> Gather of a [4,3] constant along axis 0 -> y [2,3]: an index out of range fails at run time."""
+    data = np.arange(12, dtype=np.float32).reshape(4, 3)
+    g = helper.make_graph([helper.make_node("Gather", ["data", "idx"], ["y"], name="gather", axis=0)], "gather",
+                          [helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [numpy_helper.from_array(data, "data")])
+    return atc(_save(g, directory / "gather.onnx"), directory / "gather"), data

@@ -23,6 +23,7 @@ ACL_ERROR_MODEL_NOT_DYNAMIC = 100019
 ACL_ERROR_REPEAT_FINALIZE = 100037
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_MODEL_EXECUTE = 507011
 ACL_FLOAT, ACL_INT64 = 0, 9
 ACL_FORMAT_NCHW, ACL_FORMAT_ND = 0, 2
 
@@ -53,7 +54,7 @@ def models(tmp_path_factory):
     conv, conv_w = offline_models.conv_net(d)
     mlp, mlp_w = offline_models.mlp(d)
     return {"conv": (conv, conv_w), "mlp": (mlp, mlp_w), "add_relu": offline_models.add_relu(d),
-            "chain": offline_models.matmul_chain(d), "dir": d}
+            "chain": offline_models.matmul_chain(d), "gather": offline_models.gather(d), "dir": d}
 
 
 def ok(ret):
@@ -388,6 +389,27 @@ def test_dynamic_dims(device, models):
         ok(run.execute())
         ref = torch.relu(torch.from_numpy(x)) + torch.from_numpy(z)
         np.testing.assert_array_equal(run.output(0), ref.numpy())
+    run.close()
+
+
+def test_failed_run_names_the_node_and_the_model_stays_usable(device, models):
+    path, data = models["gather"]
+    run = Run(path)
+    run.feed(0, np.array([0, 7], np.int64))  # row 7 of a 4-row table
+    assert run.execute() == ACL_ERROR_RT_MODEL_EXECUTE
+    msg = acl.get_recent_err_msg()
+    assert "Gather 'gather'" in msg and "out of range" in msg
+    # Asynchronously, the next synchronization reports it.
+    stream, ret = acl.rt.create_stream()
+    ok(ret)
+    ok(run.execute(stream))
+    assert acl.rt.synchronize_stream(stream) == ACL_ERROR_RT_MODEL_EXECUTE
+    ok(acl.rt.synchronize_stream(stream))  # reported once
+    idx = np.array([3, 1], np.int64)
+    run.feed(0, idx)
+    ok(run.execute())
+    np.testing.assert_array_equal(run.output(0), torch.from_numpy(data)[torch.from_numpy(idx)].numpy())
+    ok(acl.rt.destroy_stream(stream))
     run.close()
 
 
