@@ -148,7 +148,8 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     if (b->size < static_cast<size_t>(n))
       return fail(ACL_ERROR_INVALID_PARAM, what + " needs " + std::to_string(n) + " bytes (dims " + join(dims[i]) +
                                                "), its buffer has " + std::to_string(b->size));
-    if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
+    if (n > 0)
+      if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
     ins[i] = b->data;
   }
   if (m->dynamic() && !input->buffers[n_in])
