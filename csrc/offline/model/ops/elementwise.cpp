@@ -49,11 +49,22 @@ at::Tensor mish(const at::Tensor& x) { return x * at::tanh(at::log1p(at::exp(x))
 
 using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
+bool is_wide_unsigned(at::ScalarType t) { return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64; }
+
+// ATen has almost no arithmetic for uint16/32/64: those run in int64 and are cast back (exact within int64's range).
 template <BinaryFn F>
 Kernel binary(const OpContext& ctx) {
   if (ctx.opset < 7 && ctx.attrs.i("broadcast", 0) && ctx.attrs.has("axis"))
     throw Unsupported("legacy broadcast with an axis (opset < 7)");
-  return [](const Tensors& in, Tensors& out) { out[0] = F(in[0], in[1]); };
+  return [](const Tensors& in, Tensors& out) {
+    auto type = in[0].scalar_type();
+    if (!is_wide_unsigned(type)) {
+      out[0] = F(in[0], in[1]);
+      return;
+    }
+    auto r = F(in[0].to(at::kLong), in[1].to(at::kLong));
+    out[0] = r.scalar_type() == at::kBool ? r : r.to(type);
+  };
 }
 
 at::Tensor add(const at::Tensor& a, const at::Tensor& b) { return at::add(a, b); }
