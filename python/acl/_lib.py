@@ -74,6 +74,7 @@ _SIGNATURES = {
     "aclrtCreateStream": (c_int, [ctypes.POINTER(c_ptr)]),
     "aclrtDestroyStream": (c_int, [c_ptr]),
     "aclrtSynchronizeStream": (c_int, [c_ptr]),
+    "aclrtStreamQuery": (c_int, [c_ptr, ctypes.POINTER(c_int)]),
     "aclrtCreateEvent": (c_int, [ctypes.POINTER(c_ptr)]),
     "aclrtDestroyEvent": (c_int, [c_ptr]),
     "aclrtRecordEvent": (c_int, [c_ptr, c_ptr]),

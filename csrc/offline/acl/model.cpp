@@ -148,7 +148,8 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     if (b->size < static_cast<size_t>(n))
       return fail(ACL_ERROR_INVALID_PARAM, what + " needs " + std::to_string(n) + " bytes (dims " + join(dims[i]) +
                                                "), its buffer has " + std::to_string(b->size));
-    if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
+    if (n > 0)
+      if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
     ins[i] = b->data;
   }
   if (m->dynamic() && !input->buffers[n_in])
@@ -163,7 +164,11 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     std::string what = std::string(call) + ": output " + std::to_string(i) + " (" + t.name + ")";
     if (!b) return fail(ACL_ERROR_INVALID_PARAM, what + ": the data buffer is null");
     done->element_sizes.push_back(aclDataTypeSize(to_acl_dtype(t.dtype)));
-    if (n == 0 && !b->data) {
+    if (n == 0) {
+      // The model library cannot bound a caller's buffer for such an output (execute_async takes no sizes).
+      if (b->data)
+        return fail(ACL_ERROR_INVALID_PARAM, what + " has a shape that depends on input data: give it an empty "
+                                                    "data buffer (NULL, 0), which the run fills with memory it allocates");
       done->allocated_buffers.emplace_back(i, b);
       continue;
     }

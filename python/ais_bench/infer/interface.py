@@ -70,6 +70,9 @@ class InferSession:
         ret = acl.init(acl_json_path)
         if ret not in (0, ACL_ERROR_REPEAT_INITIALIZE):
             _check(ret, "acl.init")
+        # The thread's context before the session's own, made current again by free_resource.
+        previous, ret = acl.rt.get_context()
+        self._previous_context = previous if ret == 0 else 0
         _check(acl.rt.set_device(device_id), f"acl.rt.set_device({device_id})")
         self.context, ret = acl.rt.create_context(device_id)
         _check(ret, "acl.rt.create_context")
@@ -206,6 +209,8 @@ class InferSession:
         acl.mdl.unload(self.model_id)
         acl.rt.destroy_stream(self.stream)
         acl.rt.destroy_context(self.context)
+        if self._previous_context:
+            acl.rt.set_context(self._previous_context)
 
     def __del__(self):
         if getattr(self, "_freed", True) is False:

@@ -83,6 +83,13 @@ ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
 /* SYNC. Waits for the stream's work; reports the failure of a kernel or model run on it (ACL_ERROR_RT_MODEL_EXECUTE
  * for a model, ACL_ERROR_RT_AICORE_EXCEPTION for another kernel; aclGetRecentErrMsg names the node). */
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStream(aclrtStream stream);
+typedef enum aclrtStreamStatus {
+  ACL_STREAM_STATUS_COMPLETE = 0,
+  ACL_STREAM_STATUS_NOT_READY = 1,
+  ACL_STREAM_STATUS_RESERVED = 0xFFFF
+} aclrtStreamStatus;
+/* SYNC. Whether the work queued on the stream so far has completed; reports no error. */
+ACL_FUNC_VISIBILITY aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus* status);
 /* SYNC. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent* event);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
