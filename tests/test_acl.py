@@ -1,5 +1,7 @@
 """ACL (libascendcl.so) through pyACL: initialization, devices, memory, error numbers, and offline models converted
 by atc in the test, run through ACL and compared with PyTorch's CPU ops."""
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -75,6 +77,13 @@ def from_device(ptr, shape, dtype=np.float32):
     out = np.empty(shape, dtype)
     ok(acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.nbytes, ptr, out.nbytes, D2H))
     return out
+
+
+def conv_reference(x, w):
+    """offline_models.conv_net with PyTorch's CPU ops."""
+    t = {k: torch.from_numpy(v) for k, v in w.items()}
+    y = F.linear(F.relu(F.conv2d(torch.from_numpy(x), t["W"], t["B"], padding=1)).mean((2, 3)), t["W2"], t["B2"])
+    return y.numpy()
 
 
 class Run:
@@ -271,9 +280,7 @@ def test_conv_model_through_acl_matches_cpu(device, models):
     x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
     run.feed(0, x)
     ok(run.execute())
-    t = {k: torch.from_numpy(v) for k, v in w.items()}
-    ref = F.linear(F.relu(F.conv2d(torch.from_numpy(x), t["W"], t["B"], padding=1)).mean((2, 3)), t["W2"], t["B2"])
-    np.testing.assert_allclose(run.output(0), ref.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run.output(0), conv_reference(x, w), rtol=1e-5, atol=1e-5)
     run.close()
 
 
@@ -393,6 +400,47 @@ def test_dynamic_dims(device, models):
         ref = torch.relu(torch.from_numpy(x)) + torch.from_numpy(z)
         np.testing.assert_array_equal(run.output(0), ref.numpy())
     run.close()
+
+
+def test_threads_run_one_model_on_their_own_streams(device, models):
+    """Each thread makes device 0 current (its own context), runs the shared model on a stream of its own with its
+    own buffers, and gets its own results."""
+    path, w = models["conv"]
+    model_id, ret = acl.mdl.load_from_file(str(path))
+    ok(ret)
+    errors = []
+
+    def worker(seed):
+        try:
+            ok(acl.rt.set_device(0))
+            stream, ret = acl.rt.create_stream()
+            ok(ret)
+            x_dev, ret = acl.rt.malloc(768, 0)
+            ok(ret)
+            y_dev, ret = acl.rt.malloc(20, 0)
+            ok(ret)
+            ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+            acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(x_dev, 768))
+            acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(y_dev, 20))
+            for i in range(10):
+                x = np.random.default_rng(seed * 100 + i).standard_normal((1, 3, 8, 8)).astype(np.float32)
+                ok(acl.rt.memcpy_async(x_dev, 768, acl.util.numpy_to_ptr(x), 768, H2D, stream))
+                ok(acl.mdl.execute_async(model_id, ins, outs, stream))
+                ok(acl.rt.synchronize_stream(stream))
+                np.testing.assert_allclose(from_device(y_dev, (1, 5)), conv_reference(x, w), rtol=1e-5, atol=1e-5)
+            for p in (x_dev, y_dev):
+                ok(acl.rt.free(p))
+            ok(acl.rt.destroy_stream(stream))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    ok(acl.mdl.unload(model_id))
 
 
 def test_failed_run_names_the_node_and_the_model_stays_usable(device, models):
