@@ -155,6 +155,7 @@ class Run:
 def test_calls_before_init_fail_with_uninitialize(uninitialized, models):
     assert acl.rt.set_device(0) == ACL_ERROR_UNINITIALIZE
     assert "aclInit" in acl.get_recent_err_msg()
+    assert acl.get_soc_name() is None
     assert acl.rt.malloc(1024, 0)[1] == ACL_ERROR_UNINITIALIZE
     assert acl.rt.create_stream()[1] == ACL_ERROR_UNINITIALIZE
     assert acl.mdl.load_from_file(str(models["conv"][0]))[1] == ACL_ERROR_UNINITIALIZE
@@ -183,6 +184,7 @@ def test_devices_and_contexts(uninitialized):
         assert acl.rt.set_device(bad) == ACL_ERROR_RT_INVALID_DEVICEID
         assert str(bad) in acl.get_recent_err_msg()
     assert acl.rt.get_run_mode() == (1, 0)  # ACL_HOST
+    assert acl.get_soc_name() == torch.npu.get_device_name(0)  # what atc's --soc_version must name
     ok(acl.rt.set_device(count - 1))
     assert acl.rt.get_device() == (count - 1, 0)
     ctx, ret = acl.rt.create_context(0)
@@ -285,9 +287,11 @@ def test_conv_model_through_acl_matches_cpu(device, models):
 
 
 def test_load_from_mem_and_unload(device, models):
-    data = models["conv"][0].read_bytes()
+    data = models["chain"][0].read_bytes()  # 4 MiB of weights
+    free_before = acl.rt.get_mem_info(1)[0]
     model_id, ret = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(data), len(data))
     ok(ret)
+    assert free_before - acl.rt.get_mem_info(1)[0] >= 4 * MiB  # the weights are in device memory
     desc = acl.mdl.create_desc()
     ok(acl.mdl.get_desc(desc, model_id))
     assert acl.mdl.get_num_inputs(desc) == 1
@@ -295,6 +299,7 @@ def test_load_from_mem_and_unload(device, models):
     assert acl.mdl.unload(model_id) == ACL_ERROR_INVALID_MODEL_ID
     assert acl.mdl.get_desc(desc, model_id) == ACL_ERROR_INVALID_MODEL_ID
     ok(acl.mdl.destroy_desc(desc))
+    assert acl.rt.get_mem_info(1)[0] == free_before  # unloading gave them back
 
 
 def test_bad_model_bytes_are_errors(device, models):
