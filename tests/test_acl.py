@@ -373,6 +373,12 @@ def test_dynamic_batch(device, models):
     assert "aclmdlSetDynamicBatchSize" in acl.get_recent_err_msg()
     assert acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, index, 3) == ACL_ERROR_INVALID_PARAM
     assert acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, 0, 4) == ACL_ERROR_INVALID_PARAM
+    # A dataset whose profile was set for another model (a batch size this one lacks).
+    (models["dir"] / "other").mkdir(exist_ok=True)
+    other = Run(offline_models.mlp(models["dir"] / "other", batch_profiles=(2, 3))[0])
+    ok(acl.mdl.set_dynamic_batch_size(other.model_id, run.inputs, index, 3))
+    assert acl.mdl.execute(run.model_id, run.inputs, run.outputs) == ACL_ERROR_INVALID_PARAM
+    other.close()
     for batch in (4, 1, 8):
         x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
         ok(acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, index, batch))
