@@ -1,5 +1,6 @@
 """ACL (libascendcl.so) through pyACL: initialization, devices, memory, error numbers, and offline models converted
 by atc in the test, run through ACL and compared with PyTorch's CPU ops."""
+import json
 import threading
 
 import numpy as np
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 import acl
 import offline_models
+from conftest import run_python
 
 MiB = 1 << 20
 H2D, D2H, D2D = 1, 2, 3
@@ -314,6 +316,49 @@ def test_bad_model_bytes_are_errors(device, models):
     model_id, ret = acl.mdl.load_from_file(str(models["conv"][0]))
     ok(ret)
     ok(acl.mdl.unload(model_id))
+
+
+def test_corrupted_models_are_errors_never_crashes(models):
+    """500 copies of a model with bytes overwritten (some truncated too), in a child so that a crash is a failure:
+    each is ACL_ERROR_PARSE_MODEL, or loads and then runs or fails with ACL_ERROR_RT_MODEL_EXECUTE."""
+    r = run_python(f"""
+        import json, numpy as np, acl
+        data = open({str(models["conv"][0])!r}, "rb").read()
+        rng = np.random.default_rng(0)
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        seen = {{}}
+        for _ in range(500):
+            b = bytearray(data)
+            for _ in range(rng.integers(1, 8)):
+                b[rng.integers(0, len(b))] = rng.integers(0, 256)
+            if rng.random() < 0.2:
+                b = b[: rng.integers(1, len(b))]
+            model_id, ret = acl.mdl.load_from_mem(bytes(b), len(b))
+            seen[f"load {{ret}}"] = seen.get(f"load {{ret}}", 0) + 1
+            if ret:
+                continue
+            desc = acl.mdl.create_desc()
+            assert acl.mdl.get_desc(desc, model_id) == 0
+            ins, outs, ptrs = acl.mdl.create_dataset(), acl.mdl.create_dataset(), []
+            for dataset, count, size in ((ins, acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
+                                         (outs, acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
+                for i in range(count):
+                    n, p = size(desc, i), 0
+                    if 0 < n < (1 << 30):
+                        p, ret = acl.rt.malloc(n, 0)
+                        ptrs.append(p)
+                    acl.mdl.add_dataset_buffer(dataset, acl.create_data_buffer(p, n))
+            ret = acl.mdl.execute(model_id, ins, outs)
+            seen[f"execute {{ret}}"] = seen.get(f"execute {{ret}}", 0) + 1
+            for p in ptrs:
+                acl.rt.free(p)
+            assert acl.mdl.unload(model_id) == 0
+        print(json.dumps(seen))
+        """, timeout=600)
+    seen = json.loads(r.lines[-1])
+    assert set(seen) <= {"load 0", f"load {ACL_ERROR_PARSE_MODEL}", "execute 0", f"execute {ACL_ERROR_RT_MODEL_EXECUTE}",
+                         f"execute {ACL_ERROR_INVALID_PARAM}"}, seen
+    assert seen.get(f"load {ACL_ERROR_PARSE_MODEL}", 0) > 100
 
 
 def test_wrong_datasets_are_errors(device, models):
