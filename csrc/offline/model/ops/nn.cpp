@@ -1,5 +1,5 @@
 // Neural-network ONNX ops: convolution, GEMM and MatMul (the cube ops, with the activation and bias the lowering fuses
-// into them), pooling, normalization, softmax.
+// into them), max and global pooling (AveragePool is image.cpp's window pooling), normalization, softmax.
 #include <ATen/ATen.h>
 
 #include "model/ops/op.h"
@@ -230,24 +230,6 @@ Kernel max_pool(const OpContext& ctx) {
   };
 }
 
-Kernel average_pool(const OpContext& ctx) {
-  auto w = window(ctx);
-  bool include_pad = ctx.attrs.i("count_include_pad", 0);
-  if (!w.dilations.empty() && std::any_of(w.dilations.begin(), w.dilations.end(), [](int64_t d) { return d != 1; }))
-    throw Unsupported("dilations");
-  return [w, include_pad](const Tensors& in, Tensors& out) {
-    size_t n = w.kernel.size();
-    std::vector<int64_t> sym;
-    auto x = pad_input(in[0], w, w.kernel, 0.0, &sym);
-    if (!x.is_same(in[0]) && !include_pad) throw Unsupported("asymmetric padding without count_include_pad");
-    auto strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
-    if (n == 1) out[0] = at::avg_pool1d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
-    else if (n == 2) out[0] = at::avg_pool2d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
-    else if (n == 3) out[0] = at::avg_pool3d(x, w.kernel, strides, sym, w.ceil_mode, include_pad);
-    else throw Unsupported("pooling over " + std::to_string(n) + " dims");
-  };
-}
-
 template <bool Max>
 Kernel global_pool(const OpContext&) {
   return [](const Tensors& in, Tensors& out) {
@@ -268,7 +250,10 @@ Kernel lp_normalization(const OpContext& ctx) {
 
 Kernel dropout(const OpContext& ctx) {
   return [](const Tensors& in, Tensors& out) {
-    if (in.size() > 2 && in[2].defined() && value_i64(in[2]) != 0) throw Unsupported("training_mode=true");
+    // Training mode drops values at random: only a ratio of 0 (keep everything) has a defined result.
+    if (in.size() > 2 && in[2].defined() && value_i64(in[2]) != 0 &&
+        !(in.size() > 1 && in[1].defined() && value_f64(in[1]) == 0.0))
+      throw Unsupported("training_mode=true with a ratio above 0 (random)");
     out[0] = in[0];
     if (out.size() > 1) out[1] = at::ones(in[0].sizes(), in[0].options().dtype(at::kBool));
   };
@@ -307,7 +292,6 @@ const bool registered = register_ops({
     {"LogSoftmax", softmax<true>},
     {"Hardmax", hardmax},
     {"MaxPool", max_pool},
-    {"AveragePool", average_pool},
     {"GlobalAveragePool", global_pool<false>},
     {"GlobalMaxPool", global_pool<true>},
     {"LpNormalization", lp_normalization},

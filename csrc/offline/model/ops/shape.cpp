@@ -259,8 +259,9 @@ Kernel pad(const OpContext& ctx) {
     int64_t n = static_cast<int64_t>(axes.size());
     if (static_cast<int64_t>(pads.size()) != 2 * n) throw Unsupported("pads does not match the axes");
     for (int64_t i = 0; i < n; ++i) begin[axes[i]] = pads[i], end[axes[i]] = pads[i + n];
-    at::Scalar value = legacy ? at::Scalar(attr_value)
-                              : (in.size() > 2 && in[2].defined() && in[2].numel() ? in[2].reshape({}).item() : at::Scalar(0));
+    // A value known only at run time does not change the shape: inference pads with 0.
+    bool has_value = !legacy && in.size() > 2 && in[2].defined() && in[2].numel() && !in[2].is_meta();
+    at::Scalar value = legacy ? at::Scalar(attr_value) : (has_value ? in[2].reshape({}).item() : at::Scalar(0));
     at::Tensor y = x;
     if (mode == "constant") {
       std::vector<int64_t> p;
