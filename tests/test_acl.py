@@ -1,5 +1,8 @@
 """ACL (libascendcl.so) through pyACL: initialization, devices, memory, error numbers, and offline models converted
 by atc in the test, run through ACL and compared with PyTorch's CPU ops."""
+import json
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -7,6 +10,7 @@ import torch.nn.functional as F
 
 import acl
 import offline_models
+from conftest import run_python
 
 MiB = 1 << 20
 H2D, D2H, D2D = 1, 2, 3
@@ -75,6 +79,13 @@ def from_device(ptr, shape, dtype=np.float32):
     out = np.empty(shape, dtype)
     ok(acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.nbytes, ptr, out.nbytes, D2H))
     return out
+
+
+def conv_reference(x, w):
+    """offline_models.conv_net with PyTorch's CPU ops."""
+    t = {k: torch.from_numpy(v) for k, v in w.items()}
+    y = F.linear(F.relu(F.conv2d(torch.from_numpy(x), t["W"], t["B"], padding=1)).mean((2, 3)), t["W2"], t["B2"])
+    return y.numpy()
 
 
 class Run:
@@ -146,6 +157,7 @@ class Run:
 def test_calls_before_init_fail_with_uninitialize(uninitialized, models):
     assert acl.rt.set_device(0) == ACL_ERROR_UNINITIALIZE
     assert "aclInit" in acl.get_recent_err_msg()
+    assert acl.get_soc_name() is None
     assert acl.rt.malloc(1024, 0)[1] == ACL_ERROR_UNINITIALIZE
     assert acl.rt.create_stream()[1] == ACL_ERROR_UNINITIALIZE
     assert acl.mdl.load_from_file(str(models["conv"][0]))[1] == ACL_ERROR_UNINITIALIZE
@@ -174,6 +186,7 @@ def test_devices_and_contexts(uninitialized):
         assert acl.rt.set_device(bad) == ACL_ERROR_RT_INVALID_DEVICEID
         assert str(bad) in acl.get_recent_err_msg()
     assert acl.rt.get_run_mode() == (1, 0)  # ACL_HOST
+    assert acl.get_soc_name() == torch.npu.get_device_name(0)  # what atc's --soc_version must name
     ok(acl.rt.set_device(count - 1))
     assert acl.rt.get_device() == (count - 1, 0)
     ctx, ret = acl.rt.create_context(0)
@@ -271,16 +284,16 @@ def test_conv_model_through_acl_matches_cpu(device, models):
     x = np.random.default_rng(3).standard_normal((1, 3, 8, 8)).astype(np.float32)
     run.feed(0, x)
     ok(run.execute())
-    t = {k: torch.from_numpy(v) for k, v in w.items()}
-    ref = F.linear(F.relu(F.conv2d(torch.from_numpy(x), t["W"], t["B"], padding=1)).mean((2, 3)), t["W2"], t["B2"])
-    np.testing.assert_allclose(run.output(0), ref.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run.output(0), conv_reference(x, w), rtol=1e-5, atol=1e-5)
     run.close()
 
 
 def test_load_from_mem_and_unload(device, models):
-    data = models["conv"][0].read_bytes()
+    data = models["chain"][0].read_bytes()  # 4 MiB of weights
+    free_before = acl.rt.get_mem_info(1)[0]
     model_id, ret = acl.mdl.load_from_mem(acl.util.bytes_to_ptr(data), len(data))
     ok(ret)
+    assert free_before - acl.rt.get_mem_info(1)[0] >= 4 * MiB  # the weights are in device memory
     desc = acl.mdl.create_desc()
     ok(acl.mdl.get_desc(desc, model_id))
     assert acl.mdl.get_num_inputs(desc) == 1
@@ -288,6 +301,7 @@ def test_load_from_mem_and_unload(device, models):
     assert acl.mdl.unload(model_id) == ACL_ERROR_INVALID_MODEL_ID
     assert acl.mdl.get_desc(desc, model_id) == ACL_ERROR_INVALID_MODEL_ID
     ok(acl.mdl.destroy_desc(desc))
+    assert acl.rt.get_mem_info(1)[0] == free_before  # unloading gave them back
 
 
 def test_bad_model_bytes_are_errors(device, models):
@@ -302,6 +316,49 @@ def test_bad_model_bytes_are_errors(device, models):
     model_id, ret = acl.mdl.load_from_file(str(models["conv"][0]))
     ok(ret)
     ok(acl.mdl.unload(model_id))
+
+
+def test_corrupted_models_are_errors_never_crashes(models):
+    """500 copies of a model with bytes overwritten (some truncated too), in a child so that a crash is a failure:
+    each is ACL_ERROR_PARSE_MODEL, or loads and then runs or fails with ACL_ERROR_RT_MODEL_EXECUTE."""
+    r = run_python(f"""
+        import json, numpy as np, acl
+        data = open({str(models["conv"][0])!r}, "rb").read()
+        rng = np.random.default_rng(0)
+        assert acl.init() == 0 and acl.rt.set_device(0) == 0
+        seen = {{}}
+        for _ in range(500):
+            b = bytearray(data)
+            for _ in range(rng.integers(1, 8)):
+                b[rng.integers(0, len(b))] = rng.integers(0, 256)
+            if rng.random() < 0.2:
+                b = b[: rng.integers(1, len(b))]
+            model_id, ret = acl.mdl.load_from_mem(bytes(b), len(b))
+            seen[f"load {{ret}}"] = seen.get(f"load {{ret}}", 0) + 1
+            if ret:
+                continue
+            desc = acl.mdl.create_desc()
+            assert acl.mdl.get_desc(desc, model_id) == 0
+            ins, outs, ptrs = acl.mdl.create_dataset(), acl.mdl.create_dataset(), []
+            for dataset, count, size in ((ins, acl.mdl.get_num_inputs(desc), acl.mdl.get_input_size_by_index),
+                                         (outs, acl.mdl.get_num_outputs(desc), acl.mdl.get_output_size_by_index)):
+                for i in range(count):
+                    n, p = size(desc, i), 0
+                    if 0 < n < (1 << 30):
+                        p, ret = acl.rt.malloc(n, 0)
+                        ptrs.append(p)
+                    acl.mdl.add_dataset_buffer(dataset, acl.create_data_buffer(p, n))
+            ret = acl.mdl.execute(model_id, ins, outs)
+            seen[f"execute {{ret}}"] = seen.get(f"execute {{ret}}", 0) + 1
+            for p in ptrs:
+                acl.rt.free(p)
+            assert acl.mdl.unload(model_id) == 0
+        print(json.dumps(seen))
+        """, timeout=600)
+    seen = json.loads(r.lines[-1])
+    assert set(seen) <= {"load 0", f"load {ACL_ERROR_PARSE_MODEL}", "execute 0", f"execute {ACL_ERROR_RT_MODEL_EXECUTE}",
+                         f"execute {ACL_ERROR_INVALID_PARAM}"}, seen
+    assert seen.get(f"load {ACL_ERROR_PARSE_MODEL}", 0) > 100
 
 
 def test_wrong_datasets_are_errors(device, models):
@@ -361,6 +418,12 @@ def test_dynamic_batch(device, models):
     assert "aclmdlSetDynamicBatchSize" in acl.get_recent_err_msg()
     assert acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, index, 3) == ACL_ERROR_INVALID_PARAM
     assert acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, 0, 4) == ACL_ERROR_INVALID_PARAM
+    # A dataset whose profile was set for another model (a batch size this one lacks).
+    (models["dir"] / "other").mkdir(exist_ok=True)
+    other = Run(offline_models.mlp(models["dir"] / "other", batch_profiles=(2, 3))[0])
+    ok(acl.mdl.set_dynamic_batch_size(other.model_id, run.inputs, index, 3))
+    assert acl.mdl.execute(run.model_id, run.inputs, run.outputs) == ACL_ERROR_INVALID_PARAM
+    other.close()
     for batch in (4, 1, 8):
         x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
         ok(acl.mdl.set_dynamic_batch_size(run.model_id, run.inputs, index, batch))
@@ -393,6 +456,47 @@ def test_dynamic_dims(device, models):
         ref = torch.relu(torch.from_numpy(x)) + torch.from_numpy(z)
         np.testing.assert_array_equal(run.output(0), ref.numpy())
     run.close()
+
+
+def test_threads_run_one_model_on_their_own_streams(device, models):
+    """Each thread makes device 0 current (its own context), runs the shared model on a stream of its own with its
+    own buffers, and gets its own results."""
+    path, w = models["conv"]
+    model_id, ret = acl.mdl.load_from_file(str(path))
+    ok(ret)
+    errors = []
+
+    def worker(seed):
+        try:
+            ok(acl.rt.set_device(0))
+            stream, ret = acl.rt.create_stream()
+            ok(ret)
+            x_dev, ret = acl.rt.malloc(768, 0)
+            ok(ret)
+            y_dev, ret = acl.rt.malloc(20, 0)
+            ok(ret)
+            ins, outs = acl.mdl.create_dataset(), acl.mdl.create_dataset()
+            acl.mdl.add_dataset_buffer(ins, acl.create_data_buffer(x_dev, 768))
+            acl.mdl.add_dataset_buffer(outs, acl.create_data_buffer(y_dev, 20))
+            for i in range(10):
+                x = np.random.default_rng(seed * 100 + i).standard_normal((1, 3, 8, 8)).astype(np.float32)
+                ok(acl.rt.memcpy_async(x_dev, 768, acl.util.numpy_to_ptr(x), 768, H2D, stream))
+                ok(acl.mdl.execute_async(model_id, ins, outs, stream))
+                ok(acl.rt.synchronize_stream(stream))
+                np.testing.assert_allclose(from_device(y_dev, (1, 5)), conv_reference(x, w), rtol=1e-5, atol=1e-5)
+            for p in (x_dev, y_dev):
+                ok(acl.rt.free(p))
+            ok(acl.rt.destroy_stream(stream))
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    ok(acl.mdl.unload(model_id))
 
 
 def test_failed_run_names_the_node_and_the_model_stays_usable(device, models):

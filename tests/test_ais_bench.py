@@ -87,6 +87,8 @@ def test_ais_bench_command_prints_the_summary(models):
     assert m, r.stdout
     lo, hi, mean, median, p99 = map(float, m.groups())
     assert 0 < lo <= median <= hi and lo <= mean <= hi and median <= p99 <= hi
+    for latency in ("H2D_latency", "D2H_latency"):
+        assert re.search(latency + r" \(ms\): min = [\d.]+, max = [\d.]+, mean = [\d.]+", r.stdout), r.stdout
     t = re.search(r"throughput 1000\*batchsize\.mean\(4\)/NPU_compute_time\.mean\(([\d.]+)\): ([\d.]+)", r.stdout)
     assert t, r.stdout
     shown_mean = float(t.group(1))  # rounded to 4 decimals

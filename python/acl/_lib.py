@@ -61,6 +61,7 @@ _SIGNATURES = {
     "aclGetDataBufferSize": (c_u32, [c_ptr]),
     "aclGetDataBufferSizeV2": (c_size, [c_ptr]),
     "aclDataTypeSize": (c_size, [c_int]),
+    "aclrtGetSocName": (ctypes.c_char_p, []),
     "aclrtGetRunMode": (c_int, [ctypes.POINTER(c_int)]),
     "aclrtSetDevice": (c_int, [c_i32]),
     "aclrtResetDevice": (c_int, [c_i32]),

@@ -78,6 +78,15 @@ aclError aclrtGetRunMode(aclrtRunMode* runMode) {
   return ACL_SUCCESS;
 }
 
+const char* aclrtGetSocName(void) {
+  if (!initialized()) {
+    not_initialized("aclrtGetSocName");
+    return nullptr;
+  }
+  static const std::string name = softnpu::offline::device_soc_version();
+  return name.c_str();
+}
+
 aclError aclrtGetDeviceCount(uint32_t* count) {
   ACL_REQUIRE_INIT("aclrtGetDeviceCount");
   if (!count) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount: count is null");

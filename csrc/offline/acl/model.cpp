@@ -58,6 +58,16 @@ aclError no_model(uint32_t id, const char* call) {
 aclError run_dims(const ModelEntry& m, const aclmdlDataset& in, std::vector<std::vector<int64_t>>* dims,
                   const char* call) {
   const auto& inputs = m.model->inputs();
+  // The dataset may have been given its profile for another model: check it against this one.
+  const auto& batches = m.model->batch_profiles();
+  if (in.batch >= 0 && std::find(batches.begin(), batches.end(), in.batch) == batches.end())
+    return fail(ACL_ERROR_INVALID_PARAM, std::string(call) + ": the dataset's batch size " + std::to_string(in.batch) +
+                                             " is not one of this model's profiles");
+  size_t total_rank = 0;
+  for (const auto& t : inputs) total_rank += t.dims.size();
+  if (!in.dims.empty() && (m.model->dims_profiles().empty() || in.dims.size() != total_rank))
+    return fail(ACL_ERROR_INVALID_PARAM, std::string(call) + ": the dataset's dynamic dims (" + join(in.dims) +
+                                             ") were not set for this model");
   if (in.batch >= 0) {
     for (const auto& t : inputs) {
       auto d = t.dims;
