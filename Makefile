@@ -92,6 +92,7 @@ bench: runtime build
 	build/runtime/csrc/runtime/bench/runtime_bench --json benchmarks/results/runtime.json
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/fragmentation.py
+	$(PY) benchmarks/offline.py
 
 demo: build
 	$(PY) examples/demo.py

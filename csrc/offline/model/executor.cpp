@@ -42,14 +42,16 @@ struct Step {
   std::vector<bool> round_in;  // fp16: the inputs not already rounded (by the conversion or an fp16 producer)
 };
 
-at::Tensor device_copy(const at::Tensor& t) {
+// A weight in npu device memory, in the given memory format.
+at::Tensor device_copy(const at::Tensor& t, at::MemoryFormat format = at::MemoryFormat::Contiguous) {
   void* p = nullptr;
   size_t bytes = std::max<size_t>(t.nbytes(), 1);
   if (snpuMalloc(&p, bytes) != snpuSuccess)
     throw std::runtime_error(std::string("out of npu memory for the model's weights: ") + snpuGetLastErrorMessage());
-  auto c = t.contiguous();
+  auto c = t.contiguous(format);
   if (c.nbytes()) std::memcpy(p, c.data_ptr(), c.nbytes());
-  return at::from_blob(p, t.sizes(), [](void* q) { snpuFree(q); }, at::TensorOptions().dtype(t.scalar_type()));
+  return at::from_blob(p, t.sizes(), c.strides(), [](void* q) { snpuFree(q); },
+                       at::TensorOptions().dtype(t.scalar_type()));
 }
 
 class LoadedModel final : public Model {
@@ -65,9 +67,15 @@ class LoadedModel final : public Model {
       slot[name] = s;
       return s;
     };
+    // The layout pass: 2-D convolution weights are kept channels-last, the layout oneDNN's convolutions run fastest
+    // in (their activations follow: the kernel converts its input, and elementwise ops and pooling keep the format).
+    std::set<std::string> conv_weights;
+    for (const auto& n : g_.nodes)
+      if (n.op_type() == "Conv" && n.input_size() > 1) conv_weights.insert(n.input(1));
     for (const auto& [name, t] : g_.constants) {
       int s = slot_of(name);
-      constants_.emplace_back(s, device_copy(t));
+      bool nhwc = conv_weights.count(name) && t.dim() == 4 && t.is_floating_point();
+      constants_.emplace_back(s, device_copy(t, nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
       weight_bytes_ += t.nbytes();
     }
     for (const auto& in : g_.inputs) input_slots_.push_back(slot_of(in.name));

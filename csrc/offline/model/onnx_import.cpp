@@ -344,8 +344,9 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
       }
       bool has_shape = declared->type().tensor_type().has_shape();
       for (const auto& dim : declared->type().tensor_type().shape().dim()) {
-        d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
-        if (dim.has_dim_value()) bytes *= dim.dim_value(); else bytes = 0;
+        bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+        d.dims.push_back(known ? dim.dim_value() : -1);
+        bytes = known ? bytes * dim.dim_value() : 0;
       }
       if (!has_shape) bytes = 0;
       graph.outputs.push_back(d);

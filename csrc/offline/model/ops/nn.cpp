@@ -71,6 +71,9 @@ Kernel conv(const OpContext& ctx) {
     size_t n = kernel.size();
     std::vector<int64_t> sym;
     auto xp = pad_input(x, w, kernel, 0.0, &sym);
+    // Channels-last weights (the executor's layout) take channels-last activations.
+    if (xp.dim() == 4 && weight.is_contiguous(at::MemoryFormat::ChannelsLast) && !weight.is_contiguous() && !xp.is_meta())
+      xp = xp.contiguous(at::MemoryFormat::ChannelsLast);
     at::Tensor bias = in.size() > 2 ? in[2] : at::Tensor();
     auto y = at::convolution(xp, weight, bias, w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides, sym,
                              w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, false,
