@@ -8,6 +8,7 @@
 
 #include "model/graph.h"
 #include "model/model.h"
+#include "model/subgraph.h"
 #include "model/tensor.h"
 
 namespace softnpu::offline {
@@ -270,6 +271,7 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
   std::vector<onnx::NodeProto> nodes(g.node().begin(), g.node().end());
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].name().empty()) nodes[i].set_name(nodes[i].op_type() + "_" + std::to_string(i));
+  capture_outer_values(nodes);
 
   // Check and fold once per profile; the first profile's folded graph is the one kept (folding depends only on
   // constants, so every profile keeps the same nodes).
