@@ -6,6 +6,7 @@ SLICE = [rf"^test_{family}(_|$)" for family in (
     "add", "sub", "mul", "div", "pow", "relu", "sigmoid", "tanh", "gelu", "erf", "softmax", "logsoftmax",
     "conv", "convtranspose", "gemm", "matmul", "maxpool", "averagepool", "globalaveragepool", "batchnorm",
     "layer_normalization", "reshape", "transpose", "concat", "slice", "gather", "unsqueeze", "squeeze", "flatten",
-    "reduce_mean", "reduce_sum", "cast", "where", "expand", "split", "pad", "clip", "argmax", "topk", "cumsum")]
+    "reduce_mean", "reduce_sum", "cast", "where", "expand", "split", "pad", "clip", "argmax", "topk", "cumsum",
+    "attention", "rms_normalization", "rotary_embedding", "resize", "sce", "gridsample", "lppool")]
 
 globals().update(node_test_cases(__name__, SLICE))
