@@ -90,3 +90,19 @@ def test_lp_pool_pads_strides():
     x = np.random.default_rng(5).standard_normal((1, 2, 7, 6)).astype(np.float32)
     node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], p=3)
     _check(_model(node, [("x", x)], 4, 22), [("x", x)])
+
+
+def test_resize_scales_keep_precision_under_force_fp16():
+    # atc's default precision mode rounds float32 inputs to float16, but not a parameter like Resize's scales:
+    # 1/3 in float16 (0.33325) would shrink 9 rows to 2 instead of 3.
+    from softnpu.offline import convert
+    from softnpu.offline.onnx_backend import SoftnpuRep
+
+    x = np.arange(81, dtype=np.float32).reshape(1, 1, 9, 9)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+    model = _model(node, [("x", x)], 4, 19, [_const("scales", [1, 1, 1 / 3, 1 / 3])])
+    expected = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    got = SoftnpuRep(convert(model.SerializeToString(), precision_mode="force_fp16")).run([x])[0]
+    assert got.shape == expected.shape == (1, 1, 3, 3)
+    np.testing.assert_array_equal(got, expected)
