@@ -15,6 +15,11 @@ def finalize():
     return lib.aclFinalize()
 
 
+def get_soc_name():
+    name = lib.aclrtGetSocName()
+    return name.decode() if name is not None else None
+
+
 def get_recent_err_msg():
     msg = lib.aclGetRecentErrMsg()
     return msg.decode() if msg is not None else None
@@ -48,6 +53,6 @@ def data_type_size(data_type):
     return lib.aclDataTypeSize(data_type)
 
 
-__all__ = ["init", "finalize", "get_recent_err_msg", "create_data_buffer", "destroy_data_buffer",
+__all__ = ["init", "finalize", "get_soc_name", "get_recent_err_msg", "create_data_buffer", "destroy_data_buffer",
            "update_data_buffer", "get_data_buffer_addr", "get_data_buffer_size", "get_data_buffer_size_v2",
            "data_type_size", "rt", "mdl", "util"]

@@ -65,6 +65,13 @@ def synchronize_stream(stream):
     return lib.aclrtSynchronizeStream(stream)
 
 
+def stream_query(stream):
+    """(status, ret): status 0 (ACL_STREAM_STATUS_COMPLETE) or 1 (ACL_STREAM_STATUS_NOT_READY)."""
+    status = ctypes.c_int()
+    ret = lib.aclrtStreamQuery(stream, ctypes.byref(status))
+    return status.value, ret
+
+
 def create_event():
     e, ret = _out(lib.aclrtCreateEvent, c_ptr)
     return handle(e), ret

@@ -1,6 +1,7 @@
 """python -m ais_bench --model x.om [--loop N] [--warmup_count N] [--batchsize B] [--dymBatch B] [--dymDims ...]
-[--device D]: runs the model on zero inputs and prints ais_bench's performance summary (compute time of each run on
-the device, between two events around it on its stream; throughput = 1000 * batchsize / mean compute time)."""
+[--device D]: runs the model on zero inputs and prints ais_bench's performance summary: the host's time copying inputs
+to the device (H2D) and outputs back (D2H), the compute time of each run on the device (between two events around it
+on its stream), and throughput = 1000 * batchsize / mean compute time."""
 import argparse
 import sys
 
@@ -54,15 +55,19 @@ def main(argv=None):
 
     for _ in range(args.warmup_count):
         session.infer(feeds, mode=mode)
-    session.summary().exec_time_list.clear()
+    summary = session.summary()
+    for times in (summary.exec_time_list, summary.h2d_time_list, summary.d2h_time_list):
+        times.clear()
     for _ in range(args.loop):
         session.infer(feeds, mode=mode)
-    times = [end - start for start, end in session.summary().exec_time_list]
+    times = [end - start for start, end in summary.exec_time_list]
     session.free_resource()
 
     mean = float(np.mean(times))
     print("[INFO] -----------------Performance Summary------------------")
+    print(_summary_line("H2D_latency", summary.h2d_time_list))
     print(_summary_line("NPU_compute_time", times))
+    print(_summary_line("D2H_latency", summary.d2h_time_list))
     print(f"[INFO] throughput 1000*batchsize.mean({batchsize})/NPU_compute_time.mean({mean:.4f}): "
           f"{1000.0 * batchsize / mean:.4f}")
     print("[INFO] ------------------------------------------------------")

@@ -42,6 +42,9 @@ size_t aclDataTypeSize(aclDataType dataType) {
   switch (dataType) {
     case ACL_INT8:
     case ACL_UINT8:
+    case ACL_FLOAT8_E5M2:
+    case ACL_FLOAT8_E4M3FN:
+    case ACL_FLOAT8_E8M0:
     case ACL_BOOL: return 1;
     case ACL_FLOAT16:
     case ACL_BF16:

@@ -1,9 +1,10 @@
 // Devices and contexts. A context is a device for the threads that make it current: aclrtSetDevice makes the
 // device's default context current, aclrtCreateContext a new one. The runtime's current device (per thread) follows
 // the current context. Destroyed contexts stay allocated (marked dead) so that a thread still holding one as current
-// gets ACL_ERROR_RT_CONTEXT_NULL instead of reading freed memory.
+// gets ACL_ERROR_RT_CONTEXT_NULL instead of reading freed memory; aclFinalize marks every context dead.
 #include <atomic>
 #include <map>
+#include <vector>
 
 #include "internal.h"
 
@@ -19,6 +20,7 @@ struct Context {
 
 std::mutex g_contexts_mu;
 std::map<int, Context*> g_default_contexts;  // never freed: a device's default context lives with the process
+std::vector<Context*> g_user_contexts;       // live ones, for aclFinalize
 thread_local Context* t_current = nullptr;
 
 bool valid_device(int32_t device, const char* call, aclError* error) {
@@ -45,6 +47,14 @@ Context* default_context(int device) {
 
 }  // namespace
 
+void release_contexts() {
+  std::lock_guard<std::mutex> lock(g_contexts_mu);
+  for (auto& [device, c] : g_default_contexts) c->alive.store(false, std::memory_order_release);
+  g_default_contexts.clear();
+  for (auto* c : g_user_contexts) c->alive.store(false, std::memory_order_release);
+  g_user_contexts.clear();
+}
+
 aclError require_context(const char* call) {
   if (!initialized()) return not_initialized(call);
   if (!t_current || !t_current->alive.load(std::memory_order_acquire))
@@ -66,6 +76,15 @@ aclError aclrtGetRunMode(aclrtRunMode* runMode) {
   if (!runMode) return fail(ACL_ERROR_INVALID_PARAM, "aclrtGetRunMode: runMode is null");
   *runMode = ACL_HOST;
   return ACL_SUCCESS;
+}
+
+const char* aclrtGetSocName(void) {
+  if (!initialized()) {
+    not_initialized("aclrtGetSocName");
+    return nullptr;
+  }
+  static const std::string name = softnpu::offline::device_soc_version();
+  return name.c_str();
 }
 
 aclError aclrtGetDeviceCount(uint32_t* count) {
@@ -119,6 +138,10 @@ aclError aclrtCreateContext(aclrtContext* context, int32_t deviceId) {
   if (!valid_device(deviceId, "aclrtCreateContext", &error)) return error;
   if (auto e = snpuSetDevice(deviceId)) return runtime_error(e, "aclrtCreateContext");
   auto* c = new Context{deviceId, false};
+  {
+    std::lock_guard<std::mutex> lock(g_contexts_mu);
+    g_user_contexts.push_back(c);
+  }
   t_current = c;
   *context = c;
   return ACL_SUCCESS;
@@ -132,6 +155,10 @@ aclError aclrtDestroyContext(aclrtContext context) {
     return fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyContext: a device's default context is released by "
                                          "aclrtResetDevice, not destroyed");
   if (!c->alive.exchange(false)) return fail(ACL_ERROR_INVALID_PARAM, "aclrtDestroyContext: context already destroyed");
+  {
+    std::lock_guard<std::mutex> lock(g_contexts_mu);
+    std::erase(g_user_contexts, c);
+  }
   if (t_current == c) t_current = nullptr;
   int previous = 0;
   snpuError_t e = snpuGetDevice(&previous);

@@ -38,6 +38,7 @@ aclError aclFinalize(void) {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (!initialized()) return fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize: ACL is not initialized");
   unload_all();
+  release_contexts();
   g_initialized.store(false, std::memory_order_release);
   return ACL_SUCCESS;
 }

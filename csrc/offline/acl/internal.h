@@ -56,6 +56,8 @@ aclError not_initialized(const char* call);
 // device_context.cpp. ACL_SUCCESS when ACL is initialized and the calling thread has a current context (its device
 // is then the runtime's current device); else the error, recorded.
 aclError require_context(const char* call);
+// Every context stops being current anywhere (aclFinalize).
+void release_contexts();
 
 // memory.cpp. ACL_SUCCESS when [ptr, ptr + size) lies in one allocation of device memory (or, when pinned_ok, of
 // pinned host memory); else ACL_ERROR_INVALID_PARAM naming what, recorded.

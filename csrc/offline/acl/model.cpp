@@ -58,6 +58,16 @@ aclError no_model(uint32_t id, const char* call) {
 aclError run_dims(const ModelEntry& m, const aclmdlDataset& in, std::vector<std::vector<int64_t>>* dims,
                   const char* call) {
   const auto& inputs = m.model->inputs();
+  // The dataset may have been given its profile for another model: check it against this one.
+  const auto& batches = m.model->batch_profiles();
+  if (in.batch >= 0 && std::find(batches.begin(), batches.end(), in.batch) == batches.end())
+    return fail(ACL_ERROR_INVALID_PARAM, std::string(call) + ": the dataset's batch size " + std::to_string(in.batch) +
+                                             " is not one of this model's profiles");
+  size_t total_rank = 0;
+  for (const auto& t : inputs) total_rank += t.dims.size();
+  if (!in.dims.empty() && (m.model->dims_profiles().empty() || in.dims.size() != total_rank))
+    return fail(ACL_ERROR_INVALID_PARAM, std::string(call) + ": the dataset's dynamic dims (" + join(in.dims) +
+                                             ") were not set for this model");
   if (in.batch >= 0) {
     for (const auto& t : inputs) {
       auto d = t.dims;
@@ -148,7 +158,8 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     if (b->size < static_cast<size_t>(n))
       return fail(ACL_ERROR_INVALID_PARAM, what + " needs " + std::to_string(n) + " bytes (dims " + join(dims[i]) +
                                                "), its buffer has " + std::to_string(b->size));
-    if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
+    if (n > 0)
+      if (auto e = check_memory(b->data, static_cast<size_t>(n), true, what)) return e;
     ins[i] = b->data;
   }
   if (m->dynamic() && !input->buffers[n_in])
@@ -163,7 +174,11 @@ aclError execute(uint32_t modelId, const aclmdlDataset* input, aclmdlDataset* ou
     std::string what = std::string(call) + ": output " + std::to_string(i) + " (" + t.name + ")";
     if (!b) return fail(ACL_ERROR_INVALID_PARAM, what + ": the data buffer is null");
     done->element_sizes.push_back(aclDataTypeSize(to_acl_dtype(t.dtype)));
-    if (n == 0 && !b->data) {
+    if (n == 0) {
+      // The model library cannot bound a caller's buffer for such an output (execute_async takes no sizes).
+      if (b->data)
+        return fail(ACL_ERROR_INVALID_PARAM, what + " has a shape that depends on input data: give it an empty "
+                                                    "data buffer (NULL, 0), which the run fills with memory it allocates");
       done->allocated_buffers.emplace_back(i, b);
       continue;
     }

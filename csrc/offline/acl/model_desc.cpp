@@ -24,6 +24,9 @@ aclDataType to_acl_dtype(int32_t onnx_dtype) {
     case 14: return ACL_COMPLEX64;
     case 15: return ACL_COMPLEX128;
     case 16: return ACL_BF16;
+    case 17: return ACL_FLOAT8_E4M3FN;
+    case 19: return ACL_FLOAT8_E5M2;
+    case 24: return ACL_FLOAT8_E8M0;
     default: return ACL_DT_UNDEFINED;
   }
 }

@@ -35,6 +35,15 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
   return ACL_SUCCESS;
 }
 
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus* status) {
+  ACL_REQUIRE_CONTEXT("aclrtStreamQuery");
+  if (!status) return fail(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery: status is null");
+  auto e = snpuStreamQuery(as_stream(stream));
+  if (e && e != snpuErrorNotReady) return runtime_error(e, "aclrtStreamQuery");
+  *status = e ? ACL_STREAM_STATUS_NOT_READY : ACL_STREAM_STATUS_COMPLETE;
+  return ACL_SUCCESS;
+}
+
 aclError aclrtCreateEvent(aclrtEvent* event) {
   ACL_REQUIRE_CONTEXT("aclrtCreateEvent");
   if (!event) return fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateEvent: event is null");

@@ -19,16 +19,37 @@ constexpr int64_t kMaxFoldedBytes = 64 << 20;
 // Other errors there come from the zeros themselves (an integer division by zero) and say nothing about the model.
 constexpr int64_t kMaxTrialBytes = 256 << 20;
 
-template <typename Fail>
-bool dtype_supported(const Kernel& kernel, const Tensors& in, const onnx::NodeProto& node, Fail& fail) {
+Tensors zeros_for(const Tensors& in) {
   int64_t bytes = 0;
   for (const auto& t : in)
     if (t.defined()) bytes += t.numel() * t.element_size();
-  if (bytes > kMaxTrialBytes) return true;
-  Tensors real(in.size()), out;
+  if (bytes > kMaxTrialBytes) return {};
+  Tensors real(in.size());
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].defined()) real[i] = in[i].is_meta() ? at::zeros(in[i].sizes(), in[i].options().device(at::kCPU)) : in[i];
-  out.resize(node.output_size());
+  return real;
+}
+
+// The node run on zeros, its outputs as meta tensors; empty when the inputs are too big or the run fails.
+Tensors run_on_zeros(const Kernel& kernel, const Tensors& in, const onnx::NodeProto& node) {
+  auto real = zeros_for(in);
+  if (real.empty() && !in.empty()) return {};
+  Tensors out(node.output_size());
+  try {
+    kernel(real, out);
+  } catch (const std::exception&) {
+    return {};
+  }
+  for (auto& t : out)
+    if (t.defined()) t = t.to(at::kMeta);
+  return out;
+}
+
+template <typename Fail>
+bool dtype_supported(const Kernel& kernel, const Tensors& in, const onnx::NodeProto& node, Fail& fail) {
+  auto real = zeros_for(in);
+  if (real.empty() && !in.empty()) return true;
+  Tensors out(node.output_size());
   try {
     kernel(real, out);
   } catch (const c10::Error& e) {
@@ -117,14 +138,18 @@ Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::str
       ev.kept.push_back(node);
       continue;
     } catch (const c10::NotImplementedError& e) {
-      // A kernel without a meta implementation: its outputs' shapes are known only when it runs.
+      // An ATen op without a meta kernel (relu has none): the node's dtypes and shapes come from running it on
+      // zeros, as the dtype check below does; too big to try, its outputs' shapes are known only when it runs.
       if (folding) {
         fail(e.what_without_backtrace());
-      } else {
+        continue;
+      }
+      out = run_on_zeros(kernel, in, node);
+      if (out.empty()) {
         mark_outputs(AbstractValue::kDynamic);
         ev.kept.push_back(node);
+        continue;
       }
-      continue;
     } catch (const c10::Error& e) {
       fail(e.what_without_backtrace());
       continue;

@@ -70,6 +70,7 @@ at::ScalarType scalar_type(int32_t t) {
     case TP::FLOAT8E4M3FNUZ: return at::kFloat8_e4m3fnuz;
     case TP::FLOAT8E5M2: return at::kFloat8_e5m2;
     case TP::FLOAT8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
+    case TP::FLOAT8E8M0: return at::kFloat8_e8m0fnu;
     default: break;
   }
   auto name = onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
@@ -99,6 +100,7 @@ int32_t onnx_type(at::ScalarType t) {
     case at::kFloat8_e4m3fnuz: return TP::FLOAT8E4M3FNUZ;
     case at::kFloat8_e5m2: return TP::FLOAT8E5M2;
     case at::kFloat8_e5m2fnuz: return TP::FLOAT8E5M2FNUZ;
+    case at::kFloat8_e8m0fnu: return TP::FLOAT8E8M0;
     default: throw Unsupported(std::string("ATen type ") + c10::toString(t) + " has no ONNX element type");
   }
 }

@@ -6,6 +6,7 @@
     session.free_resource()
 """
 import enum
+import time
 
 import numpy as np
 
@@ -52,8 +53,8 @@ class TensorDesc:
 class Summary:
     def __init__(self):
         self.exec_time_list = []  # (start, end) pairs of each run's compute, in ms of the device's clock
-        self.h2d_time_list = []
-        self.d2h_time_list = []
+        self.h2d_time_list = []   # ms the host spent copying each run's inputs to the device
+        self.d2h_time_list = []   # ms the host spent copying each run's outputs back
 
 
 def _check(ret, what):
@@ -70,6 +71,9 @@ class InferSession:
         ret = acl.init(acl_json_path)
         if ret not in (0, ACL_ERROR_REPEAT_INITIALIZE):
             _check(ret, "acl.init")
+        # The thread's context before the session's own, made current again by free_resource.
+        previous, ret = acl.rt.get_context()
+        self._previous_context = previous if ret == 0 else 0
         _check(acl.rt.set_device(device_id), f"acl.rt.set_device({device_id})")
         self.context, ret = acl.rt.create_context(device_id)
         _check(ret, "acl.rt.create_context")
@@ -155,9 +159,11 @@ class InferSession:
                    "acl.mdl.set_input_dynamic_dims")
         elif mode != "static":
             raise ValueError(f"mode {mode!r}: softnpu's ais_bench runs 'static', 'dymbatch' and 'dymdims'")
+        start = time.perf_counter()
         for i, f in enumerate(feeds):
             _check(acl.rt.memcpy(self._in_ptrs[i], inputs[i].size, acl.util.numpy_to_ptr(f), f.nbytes,
                                  ACL_MEMCPY_HOST_TO_DEVICE), f"copying input {inputs[i].name} to the device")
+        self._summary.h2d_time_list.append((time.perf_counter() - start) * 1000.0)
         allocated = []
         for i, t in enumerate(self._outputs):
             if not t.size:  # the run allocates an output whose shape depends on the data
@@ -173,6 +179,7 @@ class InferSession:
         _check(ret, "acl.rt.event_elapsed_time")
         self._summary.exec_time_list.append((0.0, ms))
         outputs = []
+        start = time.perf_counter()
         for i, t in enumerate(self._outputs):
             dims, ret = acl.mdl.get_cur_output_dims(self.desc, i)
             _check(ret, "acl.mdl.get_cur_output_dims")
@@ -183,6 +190,7 @@ class InferSession:
                 _check(acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.nbytes, src, out.nbytes,
                                      ACL_MEMCPY_DEVICE_TO_HOST), f"copying output {t.name} to the host")
             outputs.append(out)
+        self._summary.d2h_time_list.append((time.perf_counter() - start) * 1000.0)
         for buf in allocated:
             if acl.get_data_buffer_addr(buf):
                 acl.rt.free(acl.get_data_buffer_addr(buf))
@@ -206,6 +214,8 @@ class InferSession:
         acl.mdl.unload(self.model_id)
         acl.rt.destroy_stream(self.stream)
         acl.rt.destroy_context(self.context)
+        if self._previous_context:
+            acl.rt.set_context(self._previous_context)
 
     def __del__(self):
         if getattr(self, "_freed", True) is False:

@@ -11,6 +11,7 @@ label for the test cases: the model runs on npu:0.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
@@ -22,7 +23,8 @@ from . import convert
 # ACL's aclDataType numbers and numpy's types.
 _ACL_TO_NUMPY = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
                  8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_, 16: np.complex64,
-                 17: np.complex128}
+                 17: np.complex128, 27: ml_dtypes.bfloat16, 35: ml_dtypes.float8_e5m2, 36: ml_dtypes.float8_e4m3fn,
+                 37: ml_dtypes.float8_e8m0fnu}
 _MEMCPY_HOST_TO_DEVICE = 1
 _MEMCPY_DEVICE_TO_HOST = 2
 _DEVICE = 0
@@ -51,6 +53,7 @@ class _Session:
 
 class SoftnpuRep(BackendRep):
     def __init__(self, om: bytes):
+        self.output_types = []
         _Session.ensure()
         self._om = np.frombuffer(om, dtype=np.uint8).copy()  # ACL reads the image during load only
         self.model_id, ret = acl.mdl.load_from_mem(acl.util.numpy_to_ptr(self._om), self._om.nbytes)
@@ -101,7 +104,8 @@ class SoftnpuRep(BackendRep):
             for i in range(n_out):
                 dims, ret = acl.mdl.get_cur_output_dims(self.desc, i)
                 _check(ret, "acl.mdl.get_cur_output_dims")
-                dtype = _ACL_TO_NUMPY[acl.mdl.get_output_data_type(self.desc, i)]
+                declared = self.output_types[i] if i < len(self.output_types) else None
+                dtype = declared if declared is not None else _ACL_TO_NUMPY[acl.mdl.get_output_data_type(self.desc, i)]
                 host = np.empty(dims["dims"], dtype=dtype)
                 buf = acl.mdl.get_dataset_buffer(out_ds, i)
                 dev = acl.get_data_buffer_addr(buf)
@@ -125,7 +129,11 @@ class SoftnpuBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs) -> SoftnpuRep:
         super().prepare(model, device, **kwargs)
-        return SoftnpuRep(convert(model.SerializeToString(), kwargs.get("precision_mode", "must_keep_origin_dtype")))
+        rep = SoftnpuRep(convert(model.SerializeToString(), kwargs.get("precision_mode", "must_keep_origin_dtype")))
+        # numpy types of the outputs as ONNX declares them: ACL has no numbers for float8 E4M3FNUZ/E5M2FNUZ.
+        rep.output_types = [onnx.helper.tensor_dtype_to_np_dtype(o.type.tensor_type.elem_type)
+                            if o.type.tensor_type.elem_type else None for o in model.graph.output]
+        return rep
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

@@ -194,16 +194,6 @@ Kernel isinf(const OpContext& ctx) {
   };
 }
 
-Kernel cast(const OpContext& ctx) {
-  auto to = scalar_type(static_cast<int32_t>(ctx.attrs.required_i("to")));
-  if (ctx.attrs.i("saturate", 1) == 0 && c10::isFloat8Type(to)) throw Unsupported("saturate=0 casts to float8");
-  return [to](const Tensors& in, Tensors& out) { out[0] = in[0].to(to); };
-}
-
-Kernel cast_like(const OpContext&) {
-  return [](const Tensors& in, Tensors& out) { out[0] = in[0].to(in[1].scalar_type()); };
-}
-
 const bool registered = register_ops({
     {"Neg", unary<neg>},
     {"Abs", unary<abs>},
@@ -271,8 +261,6 @@ const bool registered = register_ops({
     {"Clip", clip},
     {"Where", where},
     {"IsInf", isinf},
-    {"Cast", cast},
-    {"CastLike", cast_like},
 });
 
 }  // namespace

@@ -250,7 +250,10 @@ Kernel lp_normalization(const OpContext& ctx) {
 
 Kernel dropout(const OpContext& ctx) {
   return [](const Tensors& in, Tensors& out) {
-    if (in.size() > 2 && in[2].defined() && value_i64(in[2]) != 0) throw Unsupported("training_mode=true");
+    // Training mode drops values at random: only a ratio of 0 (keep everything) has a defined result.
+    if (in.size() > 2 && in[2].defined() && value_i64(in[2]) != 0 &&
+        !(in.size() > 1 && in[1].defined() && value_f64(in[1]) == 0.0))
+      throw Unsupported("training_mode=true with a ratio above 0 (random)");
     out[0] = in[0];
     if (out.size() > 1) out[1] = at::ones(in[0].sizes(), in[0].options().dtype(at::kBool));
   };

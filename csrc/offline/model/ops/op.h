@@ -81,6 +81,9 @@ std::vector<double> values_f64(const at::Tensor& t);
 int64_t value_i64(const at::Tensor& t);
 double value_f64(const at::Tensor& t);
 int64_t normalize_axis(int64_t axis, int64_t rank);
+// ONNX's Cast (cast.cpp): float8 targets saturate to their largest finite value when `saturate`, else overflow to
+// NaN (infinity for float8e5m2); float8e8m0 rounds as round_mode ("up", "down", "nearest") says.
+at::Tensor onnx_cast(const at::Tensor& x, at::ScalarType to, bool saturate, const std::string& round_mode = "up");
 // The op name in errors: "Conv 'conv1'".
 std::string describe(const onnx::NodeProto& node);
 

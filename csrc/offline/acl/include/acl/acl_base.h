@@ -72,7 +72,10 @@ typedef enum {
   ACL_STRING = 13,
   ACL_COMPLEX64 = 16,
   ACL_COMPLEX128 = 17,
-  ACL_BF16 = 27
+  ACL_BF16 = 27,
+  ACL_FLOAT8_E5M2 = 35,
+  ACL_FLOAT8_E4M3FN = 36,
+  ACL_FLOAT8_E8M0 = 37
 } aclDataType;
 
 typedef enum {

@@ -50,8 +50,9 @@ ACL_FUNC_VISIBILITY aclError aclmdlGetDesc(aclmdlDesc* modelDesc, uint32_t model
 ACL_FUNC_VISIBILITY size_t aclmdlGetNumInputs(aclmdlDesc* modelDesc);
 ACL_FUNC_VISIBILITY size_t aclmdlGetNumOutputs(aclmdlDesc* modelDesc);
 /* Bytes to allocate: at the largest profile of a dynamic model. 0 for a bad index, and for an output whose shape
- * depends on input data: give it a data buffer of NULL and size 0, and the run allocates it (the buffer then holds
- * the device memory, which the caller frees with aclrtFree, and its size). */
+ * depends on input data: give it a data buffer of NULL and size 0 for every run (ACL_ERROR_INVALID_PARAM
+ * otherwise), and the run allocates it (the buffer then holds the device memory, which the caller frees with
+ * aclrtFree, and its size). */
 ACL_FUNC_VISIBILITY size_t aclmdlGetInputSizeByIndex(aclmdlDesc* modelDesc, size_t index);
 ACL_FUNC_VISIBILITY size_t aclmdlGetOutputSizeByIndex(aclmdlDesc* modelDesc, size_t index);
 /* The model's dims, -1 for a dynamic dimension. */

@@ -64,6 +64,9 @@ ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
 /* SYNC. Does not need aclrtSetDevice. */
 ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count);
+/* SYNC. The devices' name, the soc_version atc converts for and models are checked against at load ("SoftNPU", as
+ * npu-smi shows); NULL if the runtime cannot start. Needs no device. */
+ACL_FUNC_VISIBILITY const char* aclrtGetSocName(void);
 /* SYNC. Waits for all work on the current device. */
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
 /* SYNC. Creates a context on the device and makes it current for the calling thread. */
@@ -83,6 +86,13 @@ ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
 /* SYNC. Waits for the stream's work; reports the failure of a kernel or model run on it (ACL_ERROR_RT_MODEL_EXECUTE
  * for a model, ACL_ERROR_RT_AICORE_EXCEPTION for another kernel; aclGetRecentErrMsg names the node). */
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStream(aclrtStream stream);
+typedef enum aclrtStreamStatus {
+  ACL_STREAM_STATUS_COMPLETE = 0,
+  ACL_STREAM_STATUS_NOT_READY = 1,
+  ACL_STREAM_STATUS_RESERVED = 0xFFFF
+} aclrtStreamStatus;
+/* SYNC. Whether the work queued on the stream so far has completed; reports no error. */
+ACL_FUNC_VISIBILITY aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus* status);
 /* SYNC. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateEvent(aclrtEvent* event);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
