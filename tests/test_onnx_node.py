@@ -7,6 +7,7 @@ SLICE = [rf"^test_{family}(_|$)" for family in (
     "conv", "convtranspose", "gemm", "matmul", "maxpool", "averagepool", "globalaveragepool", "batchnorm",
     "layer_normalization", "reshape", "transpose", "concat", "slice", "gather", "unsqueeze", "squeeze", "flatten",
     "reduce_mean", "reduce_sum", "cast", "where", "expand", "split", "pad", "clip", "argmax", "topk", "cumsum",
-    "quantizelinear", "dequantizelinear", "qlinearmatmul", "scatternd", "gathernd", "nonzero", "lstm", "gru")]
+    "quantizelinear", "dequantizelinear", "qlinearmatmul", "scatternd", "gathernd", "nonzero", "lstm", "gru",
+    "attention", "rms_normalization", "rotary_embedding", "resize", "sce", "gridsample", "lppool")]
 
 globals().update(node_test_cases(__name__, SLICE))

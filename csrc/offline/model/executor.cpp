@@ -97,7 +97,8 @@ class LoadedModel final : public Model {
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
       if (st.precision == Step::kFp16) {
-        for (int s : st.in) st.round_in.push_back(s >= 0 && !rounded.count(s));
+        for (size_t k = 0; k < st.in.size(); ++k)
+          st.round_in.push_back(st.in[k] >= 0 && !rounded.count(st.in[k]) && !is_value_input(*def, static_cast<int>(k)));
         rounded.insert(st.out.begin(), st.out.end());
       }
       steps_.push_back(std::move(st));

@@ -14,12 +14,6 @@ namespace {
 // Folding bigger constants would grow the weights partition (Expand of a scalar to a large shape).
 constexpr int64_t kMaxFoldedBytes = 64 << 20;
 
-bool is_value_input(const OpDef& def, int index) {
-  for (int v : def.value_inputs)
-    if (v == index) return true;
-  return false;
-}
-
 // Meta kernels accept every dtype; the CPU kernel the executor will run may not (ATen has no uint16 addition). The
 // node runs once more on zeros at its real shapes, and a kernel missing for its types is reported at conversion.
 // Other errors there come from the zeros themselves (an integer division by zero) and say nothing about the model.

@@ -158,9 +158,10 @@ void lower(Graph& g, const std::vector<std::string>& outputs) {
 
 // As ATC's precision modes, on the software NPU: "fp16" nodes take float32 inputs rounded to float16 and round their
 // float32 outputs to it (the cube's half-precision storage; compute stays float32, so every host is fast), with their
-// constant weights rounded at conversion. force_fp16 marks every node, allow_fp32_to_fp16 and allow_mix_precision the
-// cube ops (Conv, ConvTranspose, MatMul, Gemm); force_fp32 computes float16 cube ops in float32; must_keep_origin_dtype
-// keeps every type.
+// constant weights rounded at conversion. Inputs whose values are parameters (an OpDef's value_inputs: Resize's
+// scales, a Pad value) are never rounded: 1/3 in float16 would change a shape. force_fp16 marks every node,
+// allow_fp32_to_fp16 and allow_mix_precision the cube ops (Conv, ConvTranspose, MatMul, Gemm); force_fp32 computes
+// float16 cube ops in float32; must_keep_origin_dtype keeps every type.
 void apply_precision_mode(Graph& g, const std::string& mode) {
   bool all = mode == "force_fp16";
   bool cube = all || mode == "allow_fp32_to_fp16" || mode == "allow_mix_precision" || mode == "allow_mix_precision_fp16";
@@ -171,8 +172,10 @@ void apply_precision_mode(Graph& g, const std::string& mode) {
     }
     if (!(all || (cube && is_cube(n.op_type())))) continue;
     set_attr_s(n, "softnpu_precision", "fp16");
-    for (const auto& in : n.input()) {
-      auto it = g.constants.find(in);
+    const OpDef* def = find_op(n.op_type());
+    for (int i = 0; i < n.input_size(); ++i) {
+      if (def && is_value_input(*def, i)) continue;
+      auto it = g.constants.find(n.input(i));
       if (it != g.constants.end() && it->second.scalar_type() == at::kFloat)
         it->second = it->second.to(at::kHalf).to(at::kFloat);
     }

@@ -36,6 +36,12 @@ const OpDef* find_op(const std::string& type) {
   return it == op_table().end() ? nullptr : &it->second;
 }
 
+bool is_value_input(const OpDef& def, int index) {
+  for (int v : def.value_inputs)
+    if (v == index) return true;
+  return false;
+}
+
 std::vector<std::string> registered_op_types() {
   std::vector<std::string> out;
   for (auto& [k, v] : op_table()) out.push_back(k);

@@ -70,6 +70,7 @@ struct OpDef {
 // Ops register at load of the library, one static registration per op file.
 bool register_ops(std::vector<OpDef> defs);
 const OpDef* find_op(const std::string& type);
+bool is_value_input(const OpDef& def, int index);
 std::vector<std::string> registered_op_types();
 
 // ---- helpers for kernels
