@@ -7,11 +7,25 @@ namespace softnpu::offline {
 
 namespace {
 
+bool is_wide_unsigned(at::ScalarType t) { return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64; }
+
+// ATen has almost no kernels for uint16/32/64: those run in int64 and are cast back (exact within int64's range; a
+// comparison's bool result stays bool).
+template <typename F>
+at::Tensor widened(const Tensors& in, F f) {
+  auto type = in[0].scalar_type();
+  if (!is_wide_unsigned(type)) return f(in);
+  Tensors wide;
+  for (const auto& t : in) wide.push_back(t.defined() && is_wide_unsigned(t.scalar_type()) ? t.to(at::kLong) : t);
+  auto r = f(wide);
+  return r.scalar_type() == at::kBool ? r : r.to(type);
+}
+
 using UnaryFn = at::Tensor (*)(const at::Tensor&);
 
 template <UnaryFn F>
 Kernel unary(const OpContext&) {
-  return [](const Tensors& in, Tensors& out) { out[0] = F(in[0]); };
+  return [](const Tensors& in, Tensors& out) { out[0] = widened(in, [](const Tensors& x) { return F(x[0]); }); };
 }
 
 at::Tensor neg(const at::Tensor& x) { return at::neg(x); }
@@ -49,21 +63,13 @@ at::Tensor mish(const at::Tensor& x) { return x * at::tanh(at::log1p(at::exp(x))
 
 using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
 
-bool is_wide_unsigned(at::ScalarType t) { return t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64; }
 
-// ATen has almost no arithmetic for uint16/32/64: those run in int64 and are cast back (exact within int64's range).
 template <BinaryFn F>
 Kernel binary(const OpContext& ctx) {
   if (ctx.opset < 7 && ctx.attrs.i("broadcast", 0) && ctx.attrs.has("axis"))
     throw Unsupported("legacy broadcast with an axis (opset < 7)");
   return [](const Tensors& in, Tensors& out) {
-    auto type = in[0].scalar_type();
-    if (!is_wide_unsigned(type)) {
-      out[0] = F(in[0], in[1]);
-      return;
-    }
-    auto r = F(in[0].to(at::kLong), in[1].to(at::kLong));
-    out[0] = r.scalar_type() == at::kBool ? r : r.to(type);
+    out[0] = widened(in, [](const Tensors& x) { return F(x[0], x[1]); });
   };
 }
 
@@ -95,7 +101,9 @@ at::Tensor prelu(const at::Tensor& x, const at::Tensor& slope) { return at::wher
 Kernel mod(const OpContext& ctx) {
   bool fmod = ctx.attrs.i("fmod", 0);
   return [fmod](const Tensors& in, Tensors& out) {
-    out[0] = fmod || in[0].is_floating_point() ? at::fmod(in[0], in[1]) : at::remainder(in[0], in[1]);
+    out[0] = widened(in, [fmod](const Tensors& x) {
+      return fmod || x[0].is_floating_point() ? at::fmod(x[0], x[1]) : at::remainder(x[0], x[1]);
+    });
   };
 }
 
@@ -104,7 +112,9 @@ Kernel bit_shift(const OpContext& ctx) {
   if (dir != "LEFT" && dir != "RIGHT") throw Unsupported("direction must be LEFT or RIGHT");
   bool left = dir == "LEFT";
   return [left](const Tensors& in, Tensors& out) {
-    out[0] = left ? at::bitwise_left_shift(in[0], in[1]) : at::bitwise_right_shift(in[0], in[1]);
+    out[0] = widened(in, [left](const Tensors& x) {
+      return left ? at::bitwise_left_shift(x[0], x[1]) : at::bitwise_right_shift(x[0], x[1]);
+    });
   };
 }
 
@@ -112,14 +122,16 @@ Kernel bit_shift(const OpContext& ctx) {
 template <int Which>
 Kernel variadic(const OpContext&) {
   return [](const Tensors& in, Tensors& out) {
-    at::Tensor r = in[0];
-    for (size_t i = 1; i < in.size(); ++i) {
-      if (Which == 0) r = at::maximum(r, in[i]);
-      if (Which == 1) r = at::minimum(r, in[i]);
-      if (Which == 2 || Which == 3) r = at::add(r, in[i]);
-    }
-    if (Which == 3) r = r / static_cast<double>(in.size());
-    out[0] = in.size() == 1 ? r.clone() : r;
+    out[0] = widened(in, [](const Tensors& x) {
+      at::Tensor r = x[0];
+      for (size_t i = 1; i < x.size(); ++i) {
+        if (Which == 0) r = at::maximum(r, x[i]);
+        if (Which == 1) r = at::minimum(r, x[i]);
+        if (Which == 2 || Which == 3) r = at::add(r, x[i]);
+      }
+      if (Which == 3) r = r / static_cast<double>(x.size());
+      return x.size() == 1 ? r.clone() : r;
+    });
   };
 }
 
@@ -157,6 +169,11 @@ Kernel hard_swish(const OpContext&) {
 Kernel thresholded_relu(const OpContext& ctx) {
   double a = ctx.attrs.f("alpha", 1.0f);
   return [a](const Tensors& in, Tensors& out) { out[0] = at::where(in[0] > a, in[0], at::zeros_like(in[0])); };
+}
+
+Kernel swish(const OpContext& ctx) {
+  double a = ctx.attrs.f("alpha", 1.0f);
+  return [a](const Tensors& in, Tensors& out) { out[0] = in[0] * at::sigmoid(in[0] * a); };
 }
 
 Kernel gelu(const OpContext& ctx) {
@@ -258,6 +275,7 @@ const bool registered = register_ops({
     {"HardSwish", hard_swish},
     {"ThresholdedRelu", thresholded_relu},
     {"Gelu", gelu},
+    {"Swish", swish},
     {"Clip", clip},
     {"Where", where},
     {"IsInf", isinf},

@@ -30,7 +30,7 @@ Window window(const OpContext& ctx, size_t spatial_hint = 0) {
 // The symmetric padding ATen takes, after padding the input itself where ONNX's begin and end pads differ (or
 // auto_pad asks for SAME).
 at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int64_t>& kernel, double value,
-                     std::vector<int64_t>* sym) {
+                     std::vector<int64_t>* sym, bool pooling = false) {
   size_t n = kernel.size();
   std::vector<int64_t> strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
   std::vector<int64_t> dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
@@ -48,7 +48,10 @@ at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int
     for (size_t i = 0; i < n; ++i) begin[i] = w.pads[i], end[i] = w.pads[i + n];
   }
   sym->assign(n, 0);
-  if (begin == end) {
+  // ATen's pooling takes at most half the (dilated) kernel as padding.
+  bool within = true;
+  for (size_t i = 0; i < n && pooling; ++i) within &= begin[i] <= ((kernel[i] - 1) * dil[i] + 1) / 2;
+  if (begin == end && within) {
     *sym = begin;
     return x;
   }
@@ -83,27 +86,47 @@ Kernel conv(const OpContext& ctx) {
   };
 }
 
+// The full transposed convolution (no padding), then cropped by each side's padding: ONNX's pads may differ at the
+// two ends, and output_shape / SAME decide them from the sizes.
 Kernel conv_transpose(const OpContext& ctx) {
   auto w = window(ctx);
   int64_t group = ctx.attrs.i("group", 1);
   auto output_padding = ctx.attrs.ints("output_padding");
-  if (ctx.attrs.has("output_shape")) throw Unsupported("output_shape");
-  if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID") throw Unsupported("auto_pad " + w.auto_pad);
+  auto output_shape = ctx.attrs.ints("output_shape");
   bool relu;
   activation(ctx, &relu);
-  return [w, group, output_padding, relu](const Tensors& in, Tensors& out) {
+  return [=](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
     const auto& weight = in[1];
     size_t n = weight.dim() - 2;
-    std::vector<int64_t> pads(n, 0);
-    if (!w.pads.empty()) {
-      for (size_t i = 0; i < n; ++i)
-        if (w.pads[i] != w.pads[i + n]) throw Unsupported("asymmetric pads");
-      pads.assign(w.pads.begin(), w.pads.begin() + n);
+    auto strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
+    auto dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
+    auto opad = output_padding.empty() ? std::vector<int64_t>(n, 0) : output_padding;
+    std::vector<int64_t> begin(n, 0), end(n, 0), full(n);
+    for (size_t i = 0; i < n; ++i) full[i] = strides[i] * (x.size(2 + i) - 1) + opad[i] + (weight.size(2 + i) - 1) * dil[i] + 1;
+    bool same = w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      for (size_t i = 0; i < n; ++i) {
+        int64_t target = !output_shape.empty() ? output_shape[output_shape.size() - n + i] : x.size(2 + i) * strides[i];
+        int64_t total = std::max<int64_t>(full[i] - target, 0);
+        // ONNX: SAME_UPPER puts the odd unit of padding at the end, anything else at the beginning.
+        begin[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        end[i] = total - begin[i];
+      }
+    } else if (!w.pads.empty() && w.auto_pad == "NOTSET") {
+      for (size_t i = 0; i < n; ++i) begin[i] = w.pads[i], end[i] = w.pads[i + n];
     }
     at::Tensor bias = in.size() > 2 ? in[2] : at::Tensor();
-    auto y = at::convolution(in[0], weight, bias, w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides, pads,
-                             w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, true,
-                             output_padding.empty() ? std::vector<int64_t>(n, 0) : output_padding, group);
+    // output_padding in ATen must stay below the stride; it only adds rows at the end, which cropping handles too.
+    std::vector<int64_t> aten_opad(n, 0);
+    for (size_t i = 0; i < n; ++i) aten_opad[i] = opad[i] < strides[i] || opad[i] < dil[i] ? opad[i] : 0;
+    auto y = at::convolution(x, weight, bias, strides, std::vector<int64_t>(n, 0), dil, true, aten_opad, group);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t len = y.size(2 + i) - begin[i] - end[i];
+      if (len < 0) throw Unsupported("padding larger than the output");
+      y = y.narrow(2 + i, begin[i], len);
+    }
+    y = y.contiguous();
     if (relu) y.relu_();
     out[0] = y;
   };
@@ -149,10 +172,40 @@ Kernel matmul(const OpContext& ctx) {
 
 Kernel batch_norm(const OpContext& ctx) {
   double eps = ctx.attrs.f("epsilon", 1e-5f);
-  if (ctx.attrs.i("training_mode", 0)) throw Unsupported("training_mode=1");
+  double momentum = ctx.attrs.f("momentum", 0.9f);
+  bool training = ctx.attrs.i("training_mode", 0);
+  if (ctx.opset < 14 && ctx.num_outputs > 1) throw Unsupported("the training outputs of BatchNormalization before opset 14");
   if (ctx.opset < 7 && ctx.attrs.i("spatial", 1) == 0) throw Unsupported("spatial=0");
-  return [eps](const Tensors& in, Tensors& out) {
-    out[0] = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, eps, false);
+  return [=](const Tensors& in, Tensors& out) {
+    if (!training) {
+      out[0] = at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, eps, false);
+      return;
+    }
+    // Training mode: the batch's statistics (population variance), and the running ones updated with momentum.
+    const auto& x = in[0];
+    std::vector<int64_t> dims{0}, shape(x.dim(), 1);
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    shape[1] = -1;
+    auto mean = x.mean(dims);
+    auto var = x.var(dims, /*unbiased=*/false);
+    out[0] = (x - mean.reshape(shape)) / at::sqrt(var.reshape(shape) + eps) * in[1].reshape(shape) + in[2].reshape(shape);
+    if (out.size() > 1) out[1] = in[3] * momentum + mean * (1 - momentum);
+    if (out.size() > 2) out[2] = in[4] * momentum + var * (1 - momentum);
+  };
+}
+
+// Opset 18 takes one scale and bias per group, opset 21 one per channel.
+Kernel group_norm(const OpContext& ctx) {
+  double eps = ctx.attrs.f("epsilon", 1e-5f);
+  int64_t groups = ctx.attrs.required_i("num_groups");
+  bool per_group = ctx.opset < 21;
+  return [=](const Tensors& in, Tensors& out) {
+    const auto& x = in[0];
+    int64_t c = x.size(1);
+    auto scale = per_group ? in[1].repeat_interleave(c / groups) : in[1];
+    auto bias = per_group ? in[2].repeat_interleave(c / groups) : in[2];
+    auto xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
+    out[0] = at::group_norm(xf, groups, scale.to(xf.scalar_type()), bias.to(xf.scalar_type()), eps).to(x.scalar_type());
   };
 }
 
@@ -213,18 +266,31 @@ Kernel hardmax(const OpContext& ctx) {
 
 Kernel max_pool(const OpContext& ctx) {
   auto w = window(ctx);
-  if (ctx.has_output(1)) throw Unsupported("the Indices output");
-  if (ctx.attrs.i("storage_order", 0)) throw Unsupported("storage_order=1");
-  return [w](const Tensors& in, Tensors& out) {
+  bool indices = ctx.has_output(1);
+  bool column_major = ctx.attrs.i("storage_order", 0);
+  if (indices && w.kernel.size() != 2) throw Unsupported("the Indices output of a pooling that is not 2-D");
+  return [w, indices, column_major](const Tensors& in, Tensors& out) {
     size_t n = w.kernel.size();
     std::vector<int64_t> sym;
     bool integral = !in[0].is_floating_point();
     double low = integral ? static_cast<double>(std::numeric_limits<int64_t>::min()) : -std::numeric_limits<double>::infinity();
-    auto x = pad_input(in[0], w, w.kernel, low, &sym);
+    auto x = pad_input(in[0], w, w.kernel, low, &sym, true);
     auto strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
     auto dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
     auto xf = integral ? x.to(at::kFloat) : x;
     at::Tensor y;
+    if (indices) {
+      if (!x.is_same(in[0])) throw Unsupported("the Indices output with padding beyond half the kernel");
+      auto [values, plane] = at::max_pool2d_with_indices(xf, w.kernel, strides, sym, dil, w.ceil_mode);
+      // ATen's index is within each (n, c) plane, row-major; ONNX's counts over the whole tensor, in storage_order.
+      int64_t h = in[0].size(2), wd = in[0].size(3);
+      auto idx = column_major ? (plane % wd) * h + plane / wd : plane;
+      auto base = at::arange(in[0].size(0) * in[0].size(1), at::TensorOptions().dtype(at::kLong).device(plane.device()))
+                      .reshape({in[0].size(0), in[0].size(1), 1, 1}) * (h * wd);
+      out[1] = idx + base;
+      out[0] = integral ? values.to(in[0].scalar_type()) : values;
+      return;
+    }
     if (n == 1) y = at::max_pool1d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
     else if (n == 2) y = at::max_pool2d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
     else if (n == 3) y = at::max_pool3d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
@@ -290,6 +356,7 @@ const bool registered = register_ops({
     {"MatMul", matmul},
     {"BatchNormalization", batch_norm},
     {"InstanceNormalization", instance_norm},
+    {"GroupNormalization", group_norm},
     {"LayerNormalization", layer_norm},
     {"Softmax", softmax<false>},
     {"LogSoftmax", softmax<true>},
