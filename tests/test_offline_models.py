@@ -75,3 +75,24 @@ def test_an_op_softnpu_lacks_fails_at_conversion_with_the_op_listed(tmp_path):
     assert r.returncode != 0
     assert "normalize (StringNormalizer)" in r.stdout
     assert not (tmp_path / "m.om").exists()
+
+
+def test_npu_smi_shows_the_acl_process_and_its_device_memory():
+    """ACL is a layer over the runtime every softnpu process publishes its statistics through: aclrtMalloc'd memory
+    and a loaded model's weights show in npu-smi under this process."""
+    import os
+    import re
+
+    import acl
+
+    assert acl.init() in (0, 100002)
+    assert acl.rt.set_device(0) == 0
+    ptr, ret = acl.rt.malloc(96 << 20, 0)
+    assert ret == 0
+    try:
+        out = subprocess.run([str(ATC.with_name("npu-smi")), "info"], capture_output=True, text=True, check=True).stdout
+        rows = [r for r in out.splitlines() if re.match(rf"\|\s*0\s+0\s+\|\s*{os.getpid()}\s", r)]
+        assert rows, out
+        assert int(rows[0].rstrip(" |").split("|")[-1]) >= 96
+    finally:
+        acl.rt.free(ptr)
