@@ -117,11 +117,9 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
   int64_t opset = -1;
   for (const auto& imp : model.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
-  if (opset < 0) {
-    result.status = Status::error("E10001", "The model imports no ai.onnx opset: softnpu runs ai.onnx ops only.",
-                                  "Export the model with the ai.onnx domain (opset 1 to " + std::to_string(kMaxOpset) + ").");
-    return result;
-  }
+  // A model of other domains only (ai.onnx.ml, ai.onnx.preview.training) is checked node by node against the op
+  // table; its ai.onnx opset is taken as the newest.
+  if (opset < 0) opset = kMaxOpset;
   if (opset < kMinOpset || opset > kMaxOpset) {
     result.status = Status::error(
         "E10001", "Value [" + std::to_string(opset) + "] for the model's ai.onnx opset is invalid: softnpu supports opsets " +
