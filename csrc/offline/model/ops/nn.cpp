@@ -108,9 +108,10 @@ Kernel conv_transpose(const OpContext& ctx) {
     if (!output_shape.empty() || same) {
       for (size_t i = 0; i < n; ++i) {
         int64_t target = !output_shape.empty() ? output_shape[output_shape.size() - n + i] : x.size(2 + i) * strides[i];
-        int64_t total = std::max<int64_t>(full[i] - target, 0);
-        // ONNX: SAME_UPPER puts the odd unit of padding at the end, anything else at the beginning.
-        begin[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        int64_t total = full[i] - target;
+        // ONNX: SAME_UPPER puts the odd unit of padding at the end, anything else at the beginning. A target past
+        // the full result grows it at the end, where no input reaches (the bias only).
+        begin[i] = total < 0 ? 0 : w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
         end[i] = total - begin[i];
       }
     } else if (!w.pads.empty() && w.auto_pad == "NOTSET") {
@@ -120,13 +121,21 @@ Kernel conv_transpose(const OpContext& ctx) {
     // output_padding in ATen must stay below the stride; it only adds rows at the end, which cropping handles too.
     std::vector<int64_t> aten_opad(n, 0);
     for (size_t i = 0; i < n; ++i) aten_opad[i] = opad[i] < strides[i] || opad[i] < dil[i] ? opad[i] : 0;
-    auto y = at::convolution(x, weight, bias, strides, std::vector<int64_t>(n, 0), dil, true, aten_opad, group);
+    auto y = at::convolution(x, weight, {}, strides, std::vector<int64_t>(n, 0), dil, true, aten_opad, group);
     for (size_t i = 0; i < n; ++i) {
+      if (end[i] < 0) {
+        std::vector<int64_t> grow(2 * (y.dim() - 2 - i), 0);
+        grow[grow.size() - 1] = -end[i];
+        y = at::constant_pad_nd(y, grow, 0);
+        end[i] = 0;
+      }
       int64_t len = y.size(2 + i) - begin[i] - end[i];
       if (len < 0) throw Unsupported("padding larger than the output");
       y = y.narrow(2 + i, begin[i], len);
     }
-    y = y.contiguous();
+    std::vector<int64_t> bshape(y.dim(), 1);
+    bshape[1] = -1;
+    y = bias.defined() ? y + bias.reshape(bshape) : y.contiguous();
     if (relu) y.relu_();
     out[0] = y;
   };
@@ -284,7 +293,7 @@ Kernel max_pool(const OpContext& ctx) {
       auto [values, plane] = at::max_pool2d_with_indices(xf, w.kernel, strides, sym, dil, w.ceil_mode);
       // ATen's index is within each (n, c) plane, row-major; ONNX's counts over the whole tensor, in storage_order.
       int64_t h = in[0].size(2), wd = in[0].size(3);
-      auto idx = column_major ? (plane % wd) * h + plane / wd : plane;
+      auto idx = column_major ? (plane % wd) * h + at::div(plane, wd, "floor") : plane;
       auto base = at::arange(in[0].size(0) * in[0].size(1), at::TensorOptions().dtype(at::kLong).device(plane.device()))
                       .reshape({in[0].size(0), in[0].size(1), 1, 1}) * (h * wd);
       out[1] = idx + base;
@@ -313,7 +322,8 @@ Kernel lp_normalization(const OpContext& ctx) {
   if (p != 1 && p != 2) throw Unsupported("p must be 1 or 2");
   return [axis, p](const Tensors& in, Tensors& out) {
     auto a = normalize_axis(axis, in[0].dim());
-    out[0] = in[0] / at::norm(in[0], p, {a}, true);
+    auto norm = at::norm(in[0], p, {a}, true);
+    out[0] = at::where(norm == 0, at::zeros_like(in[0]), in[0] / norm);  // a zero vector stays zero
   };
 }
 
