@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
+def failure_reason(message: str, text: str) -> str:
+    """The line that says why: an unsupported node's reason from atc, else the error's first line."""
+    for line in (message + "\n" + text).splitlines():
+        m = re.match(r"^(?:E\s+)?\s+(\S+ \(\w+\): .+)$", line)
+        if m:
+            return m.group(1).strip()[:240]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return (lines[0] if lines else "failed")[:240]
 
 
 def main() -> int:
@@ -37,7 +48,7 @@ def main() -> int:
             children = {c.tag: c for c in case}
             if "failure" in children or "error" in children:
                 node = children.get("failure", children.get("error"))
-                failed[name] = (node.get("message") or "").splitlines()[0][:200] if node.get("message") else "failed"
+                failed[name] = failure_reason(node.get("message") or "", node.text or "")
             elif "skipped" in children:
                 (xfailed if "xfail" in (children["skipped"].get("type", "") + children["skipped"].get("message", ""))
                  else skipped).append(name)
