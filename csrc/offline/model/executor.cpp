@@ -83,7 +83,7 @@ class LoadedModel final : public Model {
     std::set<int> rounded;  // slots whose float32 values are already float16 values
     for (const auto& c : constants_) rounded.insert(c.first);
     for (const auto& n : g_.nodes) {
-      const OpDef* def = find_op(n.op_type());
+      const OpDef* def = find_op(n);
       if (!def) throw std::runtime_error("no softnpu kernel for op type " + n.op_type());
       Step st;
       st.label = describe(n);

@@ -79,13 +79,11 @@ Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::str
       ev.unsupported.push_back({node.name(), node.op_type(), reason});
       mark_outputs(AbstractValue::kFailed);
     };
-    if (!node.domain().empty() && node.domain() != "ai.onnx") {
-      fail("domain '" + node.domain() + "' has no softnpu kernels");
-      continue;
-    }
-    const OpDef* def = find_op(node.op_type());
+    const OpDef* def = find_op(node);
     if (!def) {
-      fail("no softnpu kernel for op type " + node.op_type());
+      bool standard = node.domain().empty() || node.domain() == "ai.onnx";
+      fail(standard ? "no softnpu kernel for op type " + node.op_type()
+                    : "domain '" + node.domain() + "' has no softnpu kernel for op type " + node.op_type());
       continue;
     }
     Tensors in(node.input_size());

@@ -172,7 +172,7 @@ void apply_precision_mode(Graph& g, const std::string& mode) {
     }
     if (!(all || (cube && is_cube(n.op_type())))) continue;
     set_attr_s(n, "softnpu_precision", "fp16");
-    const OpDef* def = find_op(n.op_type());
+    const OpDef* def = find_op(n);
     for (int i = 0; i < n.input_size(); ++i) {
       if (def && is_value_input(*def, i)) continue;
       auto it = g.constants.find(n.input(i));

@@ -82,8 +82,7 @@ Subgraph::Subgraph(const onnx::GraphProto& graph, int opset) {
   for (const auto& o : graph.output()) outputs_.push_back(o.name());
   for (const auto& init : graph.initializer()) constants_[init.name()] = from_proto(init);
   for (const auto& n : graph.node()) {
-    if (!n.domain().empty() && n.domain() != "ai.onnx") throw Unsupported("subgraph node " + describe(n) + ": domain " + n.domain());
-    const OpDef* def = find_op(n.op_type());
+    const OpDef* def = find_op(n);
     if (!def) throw Unsupported("subgraph node " + describe(n) + ": no softnpu kernel for op type " + n.op_type());
     OpContext ctx{n, Attrs(n), opset, n.input_size(), n.output_size()};
     Node node{describe(n), def->build(ctx), {n.input().begin(), n.input().end()}, {n.output().begin(), n.output().end()}};

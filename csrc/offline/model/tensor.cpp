@@ -36,6 +36,11 @@ const OpDef* find_op(const std::string& type) {
   return it == op_table().end() ? nullptr : &it->second;
 }
 
+const OpDef* find_op(const onnx::NodeProto& node) {
+  if (node.domain().empty() || node.domain() == "ai.onnx") return find_op(node.op_type());
+  return find_op(node.domain() + ":" + node.op_type());
+}
+
 bool is_value_input(const OpDef& def, int index) {
   for (int v : def.value_inputs)
     if (v == index) return true;

@@ -1,12 +1,17 @@
 // Transformer ONNX ops: Attention (multi-head, grouped-query and multi-query, with masks, causal masking, KV cache,
-// softcap), RotaryEmbedding, RMSNormalization, LinearAttention (the recurrent linear/gated/delta rules) and
-// CausalConvWithState. All are ATen math, so they run on meta tensors for inference as on data.
+// softcap), RotaryEmbedding, RMSNormalization, LinearAttention (the recurrent linear/gated/delta rules),
+// CausalConvWithState, and ai.onnx.preview's FlexAttention with its modifier subgraphs. All are ATen math, so they run
+// on meta tensors for inference as on data.
 #include <ATen/ATen.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
+#include <set>
 
 #include "model/ops/op.h"
+#include "model/tensor.h"
 
 namespace softnpu::offline {
 
@@ -227,12 +232,83 @@ Kernel causal_conv_with_state(const OpContext& ctx) {
   };
 }
 
+// A FlexAttention modifier (one tensor in, one out): its nodes' kernels built once from the op table, run in order.
+class Subgraph {
+ public:
+  Subgraph(const onnx::GraphProto& g, int opset) : graph_(std::make_shared<onnx::GraphProto>(g)) {
+    if (g.input_size() != 1 || g.output_size() != 1) throw Unsupported("a modifier subgraph with other than one input and one output");
+    std::set<std::string> known{g.input(0).name()};
+    for (const auto& init : g.initializer()) constants_[init.name()] = from_proto(init), known.insert(init.name());
+    for (const auto& n : graph_->node()) {
+      const OpDef* def = find_op(n);
+      if (!def) throw Unsupported("the subgraph's " + n.op_type() + " has no softnpu kernel");
+      for (const auto& i : n.input())
+        if (!i.empty() && !known.count(i)) throw Unsupported("the subgraph reads '" + i + "' from the enclosing graph");
+      known.insert(n.output().begin(), n.output().end());
+      OpContext ctx{n, Attrs(n), opset, n.input_size(), n.output_size()};
+      steps_.push_back({def, def->build(ctx)});
+    }
+    if (!known.count(g.output(0).name())) throw Unsupported("the subgraph's output is not produced");
+  }
+
+  at::Tensor operator()(const at::Tensor& x) const {
+    std::map<std::string, at::Tensor> values = constants_;
+    values[graph_->input(0).name()] = x;
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      const auto& n = graph_->node(static_cast<int>(s));
+      Tensors in(n.input_size()), out(n.output_size());
+      for (int k = 0; k < n.input_size(); ++k) {
+        if (n.input(k).empty()) continue;
+        in[k] = values.at(n.input(k));
+        // As conversion's inference: on meta tensors, only the inputs whose values a kernel reads stay real.
+        if (x.is_meta() && !in[k].is_meta() && !is_value_input(*steps_[s].first, k)) in[k] = in[k].to(at::kMeta);
+      }
+      steps_[s].second(in, out);
+      for (int k = 0; k < n.output_size(); ++k)
+        if (!n.output(k).empty()) values[n.output(k)] = out[k];
+    }
+    return values.at(graph_->output(0).name());
+  }
+
+ private:
+  std::shared_ptr<onnx::GraphProto> graph_;
+  std::map<std::string, at::Tensor> constants_;
+  std::vector<std::pair<const OpDef*, Kernel>> steps_;
+};
+
+Kernel flex_attention(const OpContext& ctx) {
+  std::shared_ptr<Subgraph> score_mod, prob_mod;
+  if (const auto* a = ctx.attrs.find("score_mod")) score_mod = std::make_shared<Subgraph>(a->g(), ctx.opset);
+  if (const auto* a = ctx.attrs.find("prob_mod")) prob_mod = std::make_shared<Subgraph>(a->g(), ctx.opset);
+  bool has_scale = ctx.attrs.has("scale");
+  double scale_attr = ctx.attrs.f("scale", 1.0f);
+  at::ScalarType softmax_type = at::ScalarType::Undefined;
+  if (ctx.attrs.has("softmax_precision"))
+    softmax_type = scalar_type(static_cast<int32_t>(ctx.attrs.i("softmax_precision", 1)));
+  return [=](const Tensors& in, Tensors& out) {
+    const auto& q = in[0];
+    if (q.dim() != 4 || in[1].dim() != 4 || in[2].dim() != 4) throw Unsupported("Q, K and V must be rank 4");
+    auto type = q.scalar_type();
+    // Scores and probabilities in softmax_precision: float32, or double for double inputs.
+    auto st = softmax_type != at::ScalarType::Undefined ? softmax_type : type == at::kDouble ? at::kDouble : at::kFloat;
+    int64_t heads = q.size(1);
+    auto k = repeat_heads(in[1], heads / in[1].size(1)), v = repeat_heads(in[2], heads / in[2].size(1));
+    double s = std::sqrt(has_scale ? scale_attr : 1.0 / std::sqrt(static_cast<double>(q.size(3))));
+    auto scores = at::matmul(q * s, (k * s).transpose(-1, -2)).to(st);
+    if (score_mod) scores = (*score_mod)(scores);
+    auto probs = at::softmax(scores, -1);
+    if (prob_mod) probs = (*prob_mod)(probs);
+    out[0] = at::matmul(probs, v.to(probs.scalar_type())).to(type);
+  };
+}
+
 const bool registered = register_ops({
     {"Attention", attention},
     {"RotaryEmbedding", rotary_embedding},
     {"RMSNormalization", rms_normalization},
     {"LinearAttention", linear_attention},
     {"CausalConvWithState", causal_conv_with_state},
+    {"ai.onnx.preview:FlexAttention", flex_attention},
 });
 
 }  // namespace

@@ -199,6 +199,7 @@ at::Tensor resize(const at::Tensor& x, const ResizeAttrs& a, std::vector<double>
   }
   at::Tensor y = x;
   for (auto ax : axes) {
+    if (x.size(ax) == 0 && out[ax] > 0) throw Unsupported("resizing an empty dimension to " + std::to_string(out[ax]));
     bool identity = std::abs(scale[ax] - 1.0) < 1e-9 && out[ax] == x.size(ax) && rs[ax] == 0.0 && re[ax] == 1.0;
     if (identity) continue;
     y = resize_axis(y, ax, axis_table(a, x.size(ax), out[ax], scale[ax], rs[ax], re[ax]), a);

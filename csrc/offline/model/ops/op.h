@@ -70,6 +70,8 @@ struct OpDef {
 // Ops register at load of the library, one static registration per op file.
 bool register_ops(std::vector<OpDef> defs);
 const OpDef* find_op(const std::string& type);
+// A node's op: ai.onnx's by type, another domain's registered as "domain:type" (ai.onnx.preview:FlexAttention).
+const OpDef* find_op(const onnx::NodeProto& node);
 bool is_value_input(const OpDef& def, int index);
 std::vector<std::string> registered_op_types();
 
