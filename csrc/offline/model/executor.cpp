@@ -227,6 +227,7 @@ class LoadedModel final : public Model {
       std::vector<std::vector<int64_t>> dims;
       for (size_t i = 0; i < m.output_slots_.size(); ++i) {
         const auto& r = slots[m.output_slots_[i]];
+        if (!r.defined()) throw std::runtime_error("output " + m.g_.outputs[i].name + " is an empty optional");
         void* dst = run->outputs[i];
         if (!dst) {
           if (snpuMalloc(&dst, std::max<size_t>(r.nbytes(), 1)) != snpuSuccess)

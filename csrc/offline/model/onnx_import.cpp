@@ -153,15 +153,17 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
     TensorDesc d;
     d.name = vi.name();
     d.format = options.input_format;
-    if (!vi.type().has_tensor_type()) {
+    // An optional tensor input is taken as a tensor (the caller gives one).
+    const auto& type = vi.type().has_optional_type() ? vi.type().optional_type().elem_type() : vi.type();
+    if (!type.has_tensor_type()) {
       UnsupportedNode u{vi.name(), "Input", "inputs that are not tensors (sequences, maps, optionals) are not supported"};
       result.status = Status::error("EZ3003", "The model has an input softnpu cannot take: " + vi.name(),
                                     "Give the model tensor inputs.");
       result.status.unsupported.push_back(u);
       return result;
     }
-    d.dtype = vi.type().tensor_type().elem_type();
-    for (const auto& dim : vi.type().tensor_type().shape().dim()) d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    d.dtype = type.tensor_type().elem_type();
+    for (const auto& dim : type.tensor_type().shape().dim()) d.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
     graph.inputs.push_back(d);
   }
   for (const auto& [name, dims] : options.input_shapes) {
