@@ -240,7 +240,7 @@ class LoadedModel final : public Model {
           throw std::runtime_error("output " + m.g_.outputs[i].name + " needs " + std::to_string(r.nbytes()) +
                                    " bytes, more than the model's bound of " + std::to_string(m.g_.output_max_bytes[i]));
         }
-        at::from_blob(dst, r.sizes(), at::TensorOptions().dtype(r.scalar_type())).copy_(r);
+        storage_bytes(at::from_blob(dst, r.sizes(), at::TensorOptions().dtype(r.scalar_type()))).copy_(storage_bytes(r));
         dims.push_back(r.sizes().vec());
       }
       if (run->output_dims) *run->output_dims = std::move(dims);

@@ -26,7 +26,11 @@ Tensors zeros_for(const Tensors& in) {
   if (bytes > kMaxTrialBytes) return {};
   Tensors real(in.size());
   for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].defined()) real[i] = in[i].is_meta() ? at::zeros(in[i].sizes(), in[i].options().device(at::kCPU)) : in[i];
+    if (in[i].defined())
+      real[i] = !in[i].is_meta() ? in[i]
+                : sub_byte_bits(in[i].scalar_type())
+                    ? at::zeros(in[i].sizes(), at::kByte).view(in[i].scalar_type())
+                    : at::zeros(in[i].sizes(), in[i].options().device(at::kCPU));
   return real;
 }
 

@@ -76,6 +76,10 @@ at::ScalarType scalar_type(int32_t t) {
     case TP::FLOAT8E5M2: return at::kFloat8_e5m2;
     case TP::FLOAT8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
     case TP::FLOAT8E8M0: return at::kFloat8_e8m0fnu;
+    case TP::INT4: return at::kInt4;
+    case TP::UINT4: return at::kUInt4;
+    case TP::INT2: return at::kInt2;
+    case TP::UINT2: return at::kUInt2;
     default: break;
   }
   auto name = onnx::TensorProto::DataType_IsValid(t) ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t))
@@ -106,9 +110,58 @@ int32_t onnx_type(at::ScalarType t) {
     case at::kFloat8_e5m2: return TP::FLOAT8E5M2;
     case at::kFloat8_e5m2fnuz: return TP::FLOAT8E5M2FNUZ;
     case at::kFloat8_e8m0fnu: return TP::FLOAT8E8M0;
+    case at::kInt4: return TP::INT4;
+    case at::kUInt4: return TP::UINT4;
+    case at::kInt2: return TP::INT2;
+    case at::kUInt2: return TP::UINT2;
     default: throw Unsupported(std::string("ATen type ") + c10::toString(t) + " has no ONNX element type");
   }
 }
+
+int sub_byte_bits(at::ScalarType type) {
+  switch (type) {
+    case at::kInt4: case at::kUInt4: return 4;
+    case at::kInt2: case at::kUInt2: return 2;
+    default: return 0;
+  }
+}
+
+at::Tensor storage_bytes(const at::Tensor& t) { return sub_byte_bits(t.scalar_type()) ? t.view(at::kByte) : t; }
+
+at::Tensor sub_byte_values(const at::Tensor& t) {
+  int bits = sub_byte_bits(t.scalar_type());
+  auto b = t.view(at::kByte);
+  if (t.scalar_type() == at::kUInt4 || t.scalar_type() == at::kUInt2) return b;
+  int64_t half = int64_t{1} << (bits - 1);
+  return ((b.to(at::kShort) ^ half) - half).to(at::kChar);  // sign extension
+}
+
+at::Tensor to_sub_byte(const at::Tensor& integers, at::ScalarType type) {
+  int64_t mask = (int64_t{1} << sub_byte_bits(type)) - 1;
+  return (integers.to(at::kLong) & mask).to(at::kByte).view(type);
+}
+
+namespace {
+
+// ONNX packs sub-byte elements into bytes, the first element in the low bits.
+at::Tensor unpack(const uint8_t* packed, int64_t n, at::ScalarType type, const std::vector<int64_t>& dims) {
+  int bits = sub_byte_bits(type), per_byte = 8 / bits;
+  auto t = at::empty(dims, at::kByte);
+  auto* out = t.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < n; ++i) out[i] = (packed[i / per_byte] >> (bits * (i % per_byte))) & ((1 << bits) - 1);
+  return t.view(type);
+}
+
+std::string pack(const at::Tensor& t) {
+  int bits = sub_byte_bits(t.scalar_type()), per_byte = 8 / bits;
+  auto c = t.view(at::kByte).contiguous();
+  const auto* in = c.data_ptr<uint8_t>();
+  std::string out((c.numel() + per_byte - 1) / per_byte, '\0');
+  for (int64_t i = 0; i < c.numel(); ++i) out[i / per_byte] |= static_cast<char>((in[i] & ((1 << bits) - 1)) << (bits * (i % per_byte)));
+  return out;
+}
+
+}  // namespace
 
 at::Tensor from_proto(const onnx::TensorProto& p) {
   if (p.data_location() == onnx::TensorProto::EXTERNAL)
@@ -119,6 +172,17 @@ at::Tensor from_proto(const onnx::TensorProto& p) {
   int64_t n = 1;
   for (auto d : dims) n *= d;
   auto opts = at::TensorOptions().dtype(type);
+  if (int bits = sub_byte_bits(type)) {
+    int64_t bytes = (n * bits + 7) / 8;
+    std::string packed = p.raw_data();
+    if (!p.has_raw_data()) {
+      for (auto v : p.int32_data()) packed.push_back(static_cast<char>(v));
+    }
+    if (static_cast<int64_t>(packed.size()) != bytes)
+      throw Unsupported("tensor '" + p.name() + "' has " + std::to_string(packed.size()) + " bytes of packed data for " +
+                        std::to_string(n) + " elements");
+    return unpack(reinterpret_cast<const uint8_t*>(packed.data()), n, type, dims);
+  }
   if (p.has_raw_data()) {
     const auto& raw = p.raw_data();
     if (static_cast<int64_t>(raw.size()) != n * static_cast<int64_t>(c10::elementSize(type)))
@@ -177,6 +241,10 @@ void to_proto(const at::Tensor& t, const std::string& name, onnx::TensorProto* p
   p->set_name(name);
   p->set_data_type(onnx_type(t.scalar_type()));
   for (auto d : t.sizes()) p->add_dims(d);
+  if (sub_byte_bits(t.scalar_type())) {
+    p->set_raw_data(pack(t));
+    return;
+  }
   auto c = t.contiguous();
   p->set_raw_data(std::string(static_cast<const char*>(c.data_ptr()), c.nbytes()));
 }

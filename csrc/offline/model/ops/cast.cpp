@@ -1,4 +1,5 @@
-// Type conversions: Cast and CastLike (with ONNX's float8 saturation and float8e8m0 rounding modes) and BitCast.
+// Type conversions: Cast and CastLike (with ONNX's float8 saturation, float8e8m0 rounding modes and the sub-byte
+// integers) and BitCast.
 #include <ATen/ATen.h>
 
 #include "model/ops/op.h"
@@ -54,7 +55,10 @@ at::Tensor to_float8(const at::Tensor& x, at::ScalarType to, const CastMode& m) 
 }
 
 at::Tensor convert(const at::Tensor& x, at::ScalarType to, const CastMode& m) {
-  if (x.scalar_type() == to) return x.clone();
+  if (x.scalar_type() == to) return storage_bytes(x).clone().view(to);
+  if (sub_byte_bits(x.scalar_type())) return convert(sub_byte_values(x), to, m);
+  // Integers wrap to the sub-byte type's bits, as a narrowing integer cast does; floats truncate first.
+  if (sub_byte_bits(to)) return to_sub_byte(x.to(at::kLong), to);
   if (to == at::kFloat8_e8m0fnu) return to_e8m0(x, m);
   if (c10::isFloat8Type(to) && (x.is_floating_point() || x.is_complex())) return to_float8(x, to, m);
   return x.to(to);

@@ -83,6 +83,13 @@ std::vector<double> values_f64(const at::Tensor& t);
 int64_t value_i64(const at::Tensor& t);
 double value_f64(const at::Tensor& t);
 int64_t normalize_axis(int64_t axis, int64_t rank);
+// Sub-byte integers (INT4, UINT4, INT2, UINT2) are ATen's shell dtypes (Int4, UInt4, Int2, UInt2), which have no
+// kernels: one element per byte, its bit pattern in the low bits (numpy's ml_dtypes layout). Kernels compute on their
+// values and store results back (tensor.cpp).
+int sub_byte_bits(at::ScalarType type);                                // 0 for other types
+at::Tensor sub_byte_values(const at::Tensor& t);                        // int8 or uint8 values of a sub-byte tensor
+at::Tensor to_sub_byte(const at::Tensor& integers, at::ScalarType type);  // wrapped to the type's bits
+at::Tensor storage_bytes(const at::Tensor& t);  // a sub-byte tensor viewed as uint8 (for copies); others unchanged
 // ONNX's Cast (cast.cpp): float8 targets saturate to their largest finite value when `saturate`, else overflow to
 // NaN (infinity for float8e5m2); float8e8m0 rounds as round_mode ("up", "down", "nearest") says.
 at::Tensor onnx_cast(const at::Tensor& x, at::ScalarType to, bool saturate, const std::string& round_mode = "up");

@@ -23,12 +23,19 @@ at::Tensor broadcast_param(const at::Tensor& p, const at::Tensor& x, int64_t axi
   return p.reshape(shape);
 }
 
+// The values of a quantized tensor or zero point (sub-byte integers have no kernels of their own).
+at::Tensor numeric(const at::Tensor& t) { return sub_byte_bits(t.scalar_type()) ? sub_byte_values(t) : t; }
+
 // Integer quantization: rint, then the zero point, then the type's range (ONNX's order).
 at::Tensor saturate_round(const at::Tensor& v, const at::Tensor& zero_point, at::ScalarType type) {
   auto q = at::round(v.to(at::kDouble));
-  if (zero_point.defined()) q = q + zero_point.to(at::kDouble);
+  if (zero_point.defined()) q = q + numeric(zero_point).to(at::kDouble);
   double lo, hi;
   switch (type) {
+    case at::kInt4: lo = -8, hi = 7; break;
+    case at::kUInt4: lo = 0, hi = 15; break;
+    case at::kInt2: lo = -2, hi = 1; break;
+    case at::kUInt2: lo = 0, hi = 3; break;
     case at::kByte: lo = 0, hi = 255; break;
     case at::kChar: lo = -128, hi = 127; break;
     case at::kUInt16: lo = 0, hi = 65535; break;
@@ -36,7 +43,8 @@ at::Tensor saturate_round(const at::Tensor& v, const at::Tensor& zero_point, at:
     case at::kInt: lo = -2147483648.0, hi = 2147483647.0; break;
     default: throw Unsupported(std::string("quantization to ") + c10::toString(type));
   }
-  return at::clamp(q, lo, hi).to(type);
+  auto clamped = at::clamp(q, lo, hi);
+  return sub_byte_bits(type) ? to_sub_byte(clamped, type) : clamped.to(type);
 }
 
 Kernel quantize_linear(const OpContext& ctx) {
@@ -56,7 +64,7 @@ Kernel quantize_linear(const OpContext& ctx) {
       out[0] = onnx_cast(v, type, saturate);
       return;
     }
-    out[0] = saturate_round(v, has_zp ? broadcast_param(in[2], x, axis, block_size) : at::Tensor(), type);
+    out[0] = saturate_round(v, has_zp ? broadcast_param(numeric(in[2]), x, axis, block_size) : at::Tensor(), type);
   };
 }
 
@@ -67,8 +75,8 @@ Kernel dequantize_linear(const OpContext& ctx) {
   at::ScalarType attr_type = has_output_dtype ? scalar_type(static_cast<int32_t>(output_dtype)) : at::kFloat;
   return [=](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
-    auto dx = x.to(at::kFloat);
-    if (in.size() > 2 && in[2].defined()) dx = dx - broadcast_param(in[2], x, axis, block_size).to(at::kFloat);
+    auto dx = numeric(x).to(at::kFloat);
+    if (in.size() > 2 && in[2].defined()) dx = dx - broadcast_param(numeric(in[2]), x, axis, block_size).to(at::kFloat);
     auto y = dx * broadcast_param(in[1], x, axis, block_size);
     out[0] = y.to(has_output_dtype ? attr_type : in[1].scalar_type());
   };
