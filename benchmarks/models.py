@@ -35,13 +35,28 @@ def batch(name: str, device: str):
         x, y = torch.randn(256, 512, generator=g), torch.randint(0, 10, (256,), generator=g)
     elif name == "cnn":
         x, y = torch.randn(64, 3, 32, 32, generator=g), torch.randint(0, 10, (64,), generator=g)
-    else:
+    else:  # the transformer and GPT-2 tiny: 16 sequences of 64 tokens of a 1000-token vocabulary
         x = torch.randint(0, 1000, (16, 64), generator=g)
         y = torch.randint(0, 1000, (16 * 64,), generator=g)
     return x.to(device), y.to(device)
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer}
+class Gpt2Tiny(nn.Module):
+    """GPT-2 from transformers with the issue's tiny configuration and random weights; returns the logits."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, n_positions=128, use_cache=False,
+                            bos_token_id=999, eos_token_id=999)  # GPT-2's 50256 is outside this vocabulary
+        self.model = GPT2LMHeadModel(config)
+
+    def forward(self, tokens):
+        return self.model(tokens).logits
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "gpt2 tiny": Gpt2Tiny}
 
 
 def training_step(name: str, device: str, amp: torch.dtype | None = None, compiled: bool = False):
@@ -70,5 +85,20 @@ def training_step(name: str, device: str, amp: torch.dtype | None = None, compil
                 scaler.scale(loss).backward()
                 scaler.step(opt)
                 scaler.update()
+
+    return run
+
+
+def inference_step(name: str, device: str, compiled: bool = False):
+    """fn(n) running n forward passes of the model in eval mode without autograd; compiled: through torch.compile."""
+    torch.manual_seed(0)
+    module = MODELS[name]().to(device).eval()
+    model = torch.compile(module) if compiled else module
+    x, _ = batch(name, device)
+
+    def run(n: int) -> None:
+        with torch.no_grad():
+            for _ in range(n):
+                model(x)
 
     return run

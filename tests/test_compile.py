@@ -265,3 +265,27 @@ def test_fx_graph_cache_hits_in_a_second_process_and_misses_under_other_codegen(
     # Wrapper code cached under another softnpu calls that softnpu's kernel bindings: its key must differ.
     other = run_python(CACHED_COMPILE.replace("sys.argv[-1]", '"other-softnpu"'), env=env, timeout=300)
     assert other.lines[-1] == "0 1", other.describe()
+
+
+def _masks(x, keep, y):
+    return x <= 0, torch.where(keep, y * 1.25, 0.0)
+
+
+def test_bool_masks_in_npu_kernels_match_cpu(monkeypatch):
+    """A float comparison stored as bool and a bool mask loaded as a float mask (relu's saved mask, dropout's) are
+    computed by softnpu's AVX-512 conversions (vec_mask.py) where Inductor compiles for AVX-512; 111 elements leave a
+    tail of 15 lanes."""
+    import softnpu.inductor.launch as launch
+    from torch._inductor import cpu_vec_isa
+
+    sources, with_vec_mask = [], launch.with_vec_mask
+    monkeypatch.setattr(launch, "with_vec_mask", lambda source: sources.append(with_vec_mask(source)) or sources[-1])
+    x, y = torch.randn(3, 37), torch.randn(3, 37)
+    keep = torch.rand(3, 37) > 0.3
+    no_fx_cache, no_autograd_cache = _uncached()
+    with no_fx_cache, no_autograd_cache:
+        got = torch.compile(_masks, fullgraph=True)(x.npu(), keep.npu(), y.npu())
+    for g, r in zip(got, _masks(x, keep, y)):
+        assert torch.equal(g.cpu(), r)
+    if str(cpu_vec_isa.pick_vec_isa()) == "avx512":
+        assert sources and all("VecMaskTo<bool, 1, float, 1>" in s for s in sources)

@@ -17,6 +17,7 @@ from torch._inductor.codecache import CppPythonBindingsCodeCache
 from torch._inductor.utils import clear_on_fresh_cache
 
 from ..npu import _sanitizer
+from .vec_mask import with_vec_mask
 
 # Placed between the binding's argument parsers and its entry point (the slot CppPythonBindingsCodeCache calls
 # extra_parse_arg).
@@ -98,7 +99,7 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
             entry_func=cls.entry_function,
             extra_parse_arg=_LAUNCHER,
         )
-        get_result = cls.load_async(main_code + suffix, "cpu", submit_fn=submit_fn)
+        get_result = cls.load_async(with_vec_mask(main_code) + suffix, "cpu", submit_fn=submit_fn)
         result = None
 
         def future():
