@@ -4,6 +4,7 @@ Compilation is slow on a small host, so the models are tiny and Inductor's cache
 session (a second compilation of the same graph is a cache hit, as it is for users).
 """
 
+import contextlib
 import copy
 
 import pytest
@@ -125,6 +126,20 @@ def test_kernel_for_second_device_runs_on_its_stream():
         on_device1.record()
     assert not on_device1.query()
     torch.testing.assert_close(out.cpu(), _slow(x.cpu()))
+
+
+def test_kernels_read_cpu_scalars_as_they_were_at_the_call():
+    # The float64 CPU scalar is converted into a CPU buffer of the wrapper, freed when the call returns, while the
+    # npu kernel that reads it waits behind the sleep; the next call's buffer takes the same host memory. (GPT-2's
+    # backward reads such a saved constant: its gradients were garbage with dynamic shapes.)
+    f = torch.compile(lambda x, s: x * s.float(), fullgraph=True)
+    x = torch.ones(1000, device="npu")
+    f(x, torch.tensor(1.0, dtype=torch.float64))
+    torch.npu.synchronize()
+    torch.npu._sleep(100_000_000)
+    outs = [f(x, torch.tensor(float(k), dtype=torch.float64)) for k in range(8)]
+    for k, out in enumerate(outs):
+        torch.testing.assert_close(out.cpu(), torch.full((1000,), float(k)))
 
 
 # ------------------------------------------------------------------------------------------------ models
@@ -289,3 +304,36 @@ def test_bool_masks_in_npu_kernels_match_cpu(monkeypatch):
         assert torch.equal(g.cpu(), r)
     if str(cpu_vec_isa.pick_vec_isa()) == "avx512":
         assert sources and all("VecMaskTo<bool, 1, float, 1>" in s for s in sources)
+
+@pytest.mark.parametrize("undo", [False, True], ids=["applied", "undone"])
+def test_fake_convolutions_are_laid_out_as_npu_runs_them(monkeypatch, undo):
+    import torch._inductor.graph  # noqa: F401 (registers npu's Inductor backend, which applies the workarounds)
+    import torch._subclasses.fake_impls as fake_impls
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if undo:
+        for op in cpu_assumptions._CONVOLUTIONS:
+            monkeypatch.setitem(fake_impls.op_implementations_dict, op, cpu_assumptions._fake_convolution)
+
+    def backward(mode=None):
+        with mode or contextlib.nullcontext():
+            x = torch.randn(2, 8, 6, 6, device="npu").to(memory_format=torch.channels_last)
+            w = torch.randn(16, 8, 3, 3, device="npu")
+            grad = torch.randn(2, 16, 6, 6, device="npu").to(memory_format=torch.channels_last)
+            out = torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+            grads = torch.ops.aten.convolution_backward(grad, x, w, [16], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                        [True, True, False])
+            return [out.stride(), grads[0].stride(), grads[1].stride()]
+
+    real = backward()
+    assert real[1] == (288, 1, 48, 8)  # channels last in, channels last out, as on the CPU
+    FakeTensorMode.cache_clear()  # fake results are cached across modes: no entry of the other case
+    try:
+        fake = backward(FakeTensorMode())
+    finally:
+        FakeTensorMode.cache_clear()
+    assert (fake != real) if undo else (fake == real), (fake, real)
+    # What it is for: Inductor lays a ResNet's convolutions out channels last, and checks the gradients' strides.
+    if not undo:
+        _compile_grad(lambda x, w: torch.nn.functional.conv2d(x, w, padding=1).relu().sum(), (2, 8, 6, 6),
+                      (16, 8, 3, 3))

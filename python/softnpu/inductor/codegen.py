@@ -1,7 +1,8 @@
 """npu's Inductor backend: Inductor's C++ (CPU) kernels, launched on the npu stream by npu's own Python wrapper.
 
 - ``NpuCppScheduling`` is Inductor's ``CppScheduling``: the same fusion, vectorization and C++ source. It only notes,
-  while a kernel is defined, which npu device the kernel is for.
+  while a kernel is defined, which npu device the kernel is for, the bytes of its buffers and which of its arguments
+  are CPU scalars (copied at the launch).
 - ``NpuWrapperCodegen`` is Inductor's Python wrapper with one difference: an npu kernel is loaded through
   ``launch.npu_cpp_pybinding`` (a binding that enqueues the kernel on the current stream of its device) instead of
   ``async_compile.cpp_pybinding`` (one that runs it). Allocations, extern kernels (mm, convolution) and copies in the
@@ -30,13 +31,38 @@ def _work_bytes(args) -> int:
     return total
 
 
+def _host_scalars(args, nodes) -> tuple:
+    """The positions of the kernel's arguments that are CPU tensors: the 0-dim scalars Inductor lets into device
+    kernels (a constant saved for the backward, ...). Their memory is the CPU allocator's, which the host may reuse
+    as soon as the wrapper frees them, before the queued kernel reads it: the binding copies their values when it
+    enqueues the kernel."""
+    outer_of = {inner: outer for outer, inner in args.input_buffers.items()}
+    outer_of.update({inner: outer for outer, inner in args.output_buffers.items() if isinstance(inner, str)})
+    outer_of.update({b.inner_name: b.other_names[-1] for b in args.inplace_buffers.values() if hasattr(b, "inner_name")})
+    arg_defs, _, _ = args.cpp_argdefs()
+    positions = []
+    for position, arg_def in enumerate(arg_defs):
+        outer = outer_of.get(arg_def.split()[-1])
+        buffer = V.graph.try_get_buffer(outer) if outer is not None else None
+        device = buffer.get_device() if buffer is not None and hasattr(buffer, "get_device") else None
+        if device is None or device.type != "cpu":
+            continue
+        if not arg_def.startswith("const ") or V.graph.sizevars.optimization_hint(buffer.get_numel()) != 1:
+            raise RuntimeError(f"softnpu: the npu kernel of {[n.get_name() for n in nodes]} takes the CPU tensor "
+                               f"{outer} ({arg_def}); npu kernels only read CPU tensors of one element")
+        positions.append(position)
+    return tuple(positions)
+
+
 class NpuCppScheduling(CppScheduling):
     def define_kernel(self, src_code, nodes, kernel_args=None):
         wrapper = V.graph.wrapper_code
         device = next((n.get_device() for n in nodes if n.get_device() is not None), None)
         wrapper.npu_kernel_device = device.index if device is not None and device.index is not None else \
             torch.npu.current_device()
-        wrapper.npu_kernel_work_bytes = _work_bytes(self.kernel_group.args if kernel_args is None else kernel_args)
+        args = self.kernel_group.args if kernel_args is None else kernel_args
+        wrapper.npu_kernel_work_bytes = _work_bytes(args)
+        wrapper.npu_kernel_host_scalars = _host_scalars(args, nodes)
         try:
             return super().define_kernel(src_code, nodes, kernel_args)
         finally:
@@ -48,6 +74,7 @@ class _NpuKernelDefinitions:
 
     npu_kernel_device = None
     npu_kernel_work_bytes = 0
+    npu_kernel_host_scalars = ()
 
     def write_header(self) -> None:
         super().write_header()
@@ -59,7 +86,7 @@ class _NpuKernelDefinitions:
                 raise RuntimeError(f"softnpu: Inductor's C++ kernel {kernel_name} is not loaded through "
                                    f"{_CPU_BINDING!r}; this torch's CppScheduling is not the one softnpu supports")
             kernel_body = (f"npu_cpp_pybinding(async_compile, {kernel_name!r}, {self.npu_kernel_device}, "
-                           f"{self.npu_kernel_work_bytes}, "
+                           f"{self.npu_kernel_work_bytes}, {self.npu_kernel_host_scalars!r}, "
                            + kernel_body[len(_CPU_BINDING):])
         super().define_kernel(kernel_name, kernel_body, metadata=metadata, gpu=gpu, cpp_definition=cpp_definition)
 

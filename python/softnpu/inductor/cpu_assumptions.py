@@ -13,11 +13,21 @@ has a test in tests/test_compile.py (the model that fails to compile without it)
   the Triton way and C++ casts lose their source dtype (``KeyError: None`` in ``get_to_dtype_expr``, for scaled
   dot-product attention's backward). npu answers "cpp".
 
+- Fake tensors' convolution (``torch._subclasses.fake_impls.conv``): the memory format of the outputs is the one
+  ``torch._C._select_conv_backend`` picks for the device, and npu's is ``Overrideable``, for which torch predicts
+  contiguous outputs. npu's convolution runs ATen's ``convolution`` / ``convolution_backward`` on the generic path,
+  whose outputs are laid out as their Meta kernels say (channels last in, channels last out, as on the CPU). Without
+  it, a compiled ResNet's backward (Inductor lays convolutions out channels last) fails at Inductor's stride check of
+  ``convolution_backward``'s gradients. npu's fake convolutions are their Meta kernels.
+
 In codegen.py, npu's own wrapper handles the assumption of ``PythonWrapperCodegen._generate_kernel_call_helper``
 (only "cpu" and "mps" kernels are called directly; any other device without Triton raises "device npu nyi").
 """
 
+import torch
 import torch._inductor.codegen.common as codegen_common
+import torch._subclasses.fake_impls as fake_impls
+from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 import torch._inductor.scheduler as scheduler
 import torch._inductor.utils as utils
 from torch._inductor.scheduler import BaseSchedulerNode
@@ -40,7 +50,25 @@ def _current_backend(device_type=None) -> str:
     return _get_current_backend(device_type)
 
 
+_CONVOLUTIONS = (torch.ops.aten.convolution.default, torch.ops.aten._convolution.default,
+                 torch.ops.aten._convolution.deprecated, torch.ops.aten.convolution_backward.default)
+_fake_convolution = fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]
+
+
+def _fake_convolution_as_npu_runs_it(fake_mode, func, *args, **kwargs):
+    device = args[0].fake_device if args and hasattr(args[0], "fake_device") else None
+    if device is None or device.type != "npu":
+        return _fake_convolution(fake_mode, func, *args, **kwargs)
+    with in_kernel_invocation_manager(fake_mode):
+        out = func(*args, **kwargs)
+    if isinstance(out, tuple):
+        return tuple(None if t is None else FakeTensor(fake_mode, t, device) for t in out)
+    return FakeTensor(fake_mode, out, device)
+
+
 def apply() -> None:
     BaseSchedulerNode.is_cpu = _is_cpu
     for module in (utils, codegen_common, scheduler):
         module.get_current_backend = _current_backend
+    for op in _CONVOLUTIONS:
+        fake_impls.op_implementations_dict[op] = _fake_convolution_as_npu_runs_it

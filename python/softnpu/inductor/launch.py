@@ -55,6 +55,14 @@ static __softnpu_threads_fn __softnpu_threads() {
     return threads;
 }
 
+// A CPU scalar's value, copied when the kernel is enqueued (the CPU tensor may be freed and its memory reused before
+// the kernel runs); the kernel reads it through a pointer into the launch record.
+template <typename T> struct __softnpu_host_scalar {
+    T value;
+    operator const T*() const { return &value; }
+};
+template <typename T> static __softnpu_host_scalar<T> __softnpu_host_value(const T* p) { return {*p}; }
+
 // work_bytes: what the kernel's buffers hold, for the runtime's thread budget.
 template <typename... T> static void __softnpu_enqueue(int device, const char* name, uint64_t work_bytes, T... args) {
     using Args = std::tuple<T...>;
@@ -91,8 +99,11 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
 
     @classmethod
     def load_launcher_async(cls, argtypes, main_code: str, kernel_name: str, device: int, work_bytes: int,
-                            submit_fn=None):
-        parsed = ", ".join(f"parse_arg<{t.replace('const ', '')}>(args, {n})" for n, t in enumerate(argtypes))
+                            host_scalars: tuple, submit_fn=None):
+        parsed = [f"parse_arg<{t.replace('const ', '')}>(args, {n})" for n, t in enumerate(argtypes)]
+        for n in host_scalars:
+            parsed[n] = f"__softnpu_host_value({parsed[n]})"
+        parsed = ", ".join(parsed)
         suffix = cls.suffix_template.format(
             arg_len=len(argtypes),
             call_entry_func=f'__softnpu_enqueue({device}, "{kernel_name}", {work_bytes}ULL, {parsed}); Py_RETURN_NONE;',
@@ -112,16 +123,18 @@ class NpuCppBindingsCodeCache(CppPythonBindingsCodeCache):
         return future
 
 
-def npu_cpp_pybinding(async_compile: AsyncCompile, kernel_name: str, device: int, work_bytes: int, argtypes,
-                      source_code: str):
+def npu_cpp_pybinding(async_compile: AsyncCompile, kernel_name: str, device: int, work_bytes: int,
+                      host_scalars: tuple, argtypes, source_code: str):
     """What ``async_compile.cpp_pybinding`` is for a CPU kernel, for a kernel of npu:device: compiled in Inductor's
     compile workers when it uses them; the binding enqueues the kernel instead of running it. work_bytes (the bytes of
-    the kernel's buffers) sets its threads as the runtime's budget grants them for that much work."""
+    the kernel's buffers) sets its threads as the runtime's budget grants them for that much work; the arguments at
+    the positions host_scalars are CPU tensors of one element, whose values the binding copies."""
     from torch._inductor.async_compile import get_compile_threads
     from torch._inductor.codecache import LambdaFuture
 
     if get_compile_threads() <= 1:
-        return NpuCppBindingsCodeCache.load_launcher_async(argtypes, source_code, kernel_name, device, work_bytes)()
+        return NpuCppBindingsCodeCache.load_launcher_async(argtypes, source_code, kernel_name, device, work_bytes,
+                                                           host_scalars)()
     get_result = NpuCppBindingsCodeCache.load_launcher_async(
-        argtypes, source_code, kernel_name, device, work_bytes, submit_fn=async_compile.submit)
+        argtypes, source_code, kernel_name, device, work_bytes, host_scalars, submit_fn=async_compile.submit)
     return LambdaFuture(get_result)
