@@ -15,19 +15,7 @@ from conftest import run_python
 from softnpu.inductor.device_interface import NpuInterface
 
 
-@pytest.fixture(autouse=True, scope="module")
-def inductor_cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-    yield
-    mp.undo()
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+from compile_fixtures import fresh_dynamo, inductor_cache  # noqa: F401 (autouse fixtures)
 
 
 # ------------------------------------------------------------------------------------------------ Dynamo's view

@@ -40,19 +40,7 @@ EXPECTED_FAILURES = {}
 _OPS = {op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""): op for op in op_db}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def inductor_cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("inductor")))
-    yield
-    mp.undo()
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+from compile_fixtures import fresh_dynamo, inductor_cache  # noqa: F401 (autouse fixtures)
 
 
 def _clone(tree):
