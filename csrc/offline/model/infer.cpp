@@ -133,6 +133,7 @@ Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::str
         if (in[i].defined() && !in[i].is_meta() && !is_value_input(*def, i)) in[i] = in[i].to(at::kMeta);
     }
     Tensors out(node.output_size());
+    bool ran_on_zeros = false;
     try {
       kernel(in, out);
     } catch (const DataDependent&) {
@@ -152,6 +153,7 @@ Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::str
         ev.kept.push_back(node);
         continue;
       }
+      ran_on_zeros = true;
     } catch (const c10::Error& e) {
       fail(e.what_without_backtrace());
       continue;
@@ -159,7 +161,7 @@ Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::str
       fail(e.what());
       continue;
     }
-    if (!folding && !dtype_supported(kernel, in, node, fail)) continue;
+    if (!folding && !ran_on_zeros && !dtype_supported(kernel, in, node, fail)) continue;
     bool small = true, all_real = true;
     for (const auto& t : out) {
       if (t.defined() && static_cast<int64_t>(t.nbytes()) > kMaxFoldedBytes) small = false;
