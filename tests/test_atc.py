@@ -221,6 +221,26 @@ def test_precision_modes_are_applied(tmp_path, mode):
         assert np.abs(y - exact).max() > 1e-5
 
 
+def test_force_fp16_rounds_like_a_float16_store(tmp_path):
+    # Every edge of float32 -> float16 rounding, as numpy (IEEE round to nearest even) does it: ties, overflow to
+    # infinity, the largest finite value, subnormals, signed zero, NaN; 1001 values, so the vector loop and its
+    # scalar tail both run.
+    edges = np.array([65519.0, 65520.0, -65520.0, 65504.0, 1e6, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11,
+                      2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -24, 6e-8, -0.0, np.nan, np.inf, -np.inf], np.float32)
+    x = np.random.default_rng(4).standard_normal(1001).astype(np.float32) * 100
+    x[:len(edges)] = edges
+    one = numpy_helper.from_array(np.ones(1, np.float32), "one")
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "one"], ["y"], name="mul")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1001])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1001])], [one])
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "mul.onnx")
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mul'}", "--soc_version=SoftNPU",
+               "--precision_mode=force_fp16").returncode == 0
+    y = run_om(tmp_path / "mul.om", [x])[0]
+    np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float32))
+    assert np.signbit(y[11]) and np.isinf(y[1]) and y[0] == 65504.0
+
+
 def test_out_nodes_selects_an_inner_output(tmp_path):
     m = mlp_model()
     model = save(m, tmp_path / "mlp.onnx")

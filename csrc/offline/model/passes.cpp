@@ -8,6 +8,7 @@
 
 #include "model/graph.h"
 #include "model/ops/op.h"
+#include "model/precision.h"
 
 namespace softnpu::offline {
 
@@ -177,7 +178,7 @@ void apply_precision_mode(Graph& g, const std::string& mode) {
       if (def && is_value_input(*def, i)) continue;
       auto it = g.constants.find(n.input(i));
       if (it != g.constants.end() && it->second.scalar_type() == at::kFloat)
-        it->second = it->second.to(at::kHalf).to(at::kFloat);
+        it->second = round_to_half(it->second);
     }
   }
 }
