@@ -1,12 +1,9 @@
 #include "backend/ops/kernel.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/CPUAllocator.h>
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
@@ -86,15 +83,6 @@ struct LocalRecords {
 };
 
 }  // namespace
-
-void set_kernel_threads(int n) {
-  thread_local int current = -1;
-  if (n == current) return;
-  at::internal::lazy_init_num_threads();
-  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (omp_set) omp_set(n);
-  current = n;
-}
 
 KernelLaunch* KernelLaunch::acquire(OpInfo* info) {
   thread_local LocalRecords local;

@@ -16,6 +16,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/kernel_threads.h"
+
 namespace softnpu {
 
 struct OpInfo;
@@ -88,10 +90,6 @@ struct KernelLaunch {
  private:
   void add_slot(std::vector<TensorSlot>& slots, uint32_t position, const c10::IValue& value);
 };
-
-// Inside a kernel: the OpenMP threads of this compute thread (its intra-op parallelism), n from
-// snpuKernelThreadBudget. OpenMP's per-thread setting, so the user's torch.set_num_threads for CPU work is left alone.
-void set_kernel_threads(int n);
 
 // snpuKernelFn and snpuKernelCleanupFn for KernelLaunch records.
 int run_kernel(void* launch);

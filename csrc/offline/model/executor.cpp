@@ -2,15 +2,14 @@
 // value each node reads and writes, and after which node a value is dead). Executing enqueues ONE kernel on the
 // stream that runs the nodes in order; nothing of the graph is looked up at run time.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "common/kernel_threads.h"
 #include "model/graph.h"
 #include "model/model.h"
 #include "model/ops/op.h"
@@ -25,16 +24,6 @@ std::string device_soc_version() {
 }
 
 namespace {
-
-// The compute thread's OpenMP team, as eager npu kernels set theirs: bounded by the runtime's thread budget.
-void set_kernel_threads(int n) {
-  thread_local int current = -1;
-  if (n == current) return;
-  at::internal::lazy_init_num_threads();
-  static const auto omp_set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (omp_set) omp_set(n);
-  current = n;
-}
 
 // Within the model's team, a node that reads and writes less than this runs on one thread: waking the second thread
 // costs such a node more than it gains. Measured on the tiny BERT at batch 1 (every node below 1 MiB: 0.96 ms on one
