@@ -106,3 +106,31 @@ def test_resize_scales_keep_precision_under_force_fp16():
     got = SoftnpuRep(convert(model.SerializeToString(), precision_mode="force_fp16")).run([x])[0]
     assert got.shape == expected.shape == (1, 1, 3, 3)
     np.testing.assert_array_equal(got, expected)
+
+
+def test_qlinear_matmul_per_row_and_per_column_scales():
+    # a quantized per row (M scales and zero points), b per column (N): each output element takes its row's and its
+    # column's scale. M != N, so a scale applied along the wrong axis cannot broadcast by accident.
+    rng = np.random.default_rng(5)
+    m, k, n = 3, 5, 4
+    a = rng.integers(0, 255, (m, k), dtype=np.uint8)
+    b = rng.integers(0, 255, (k, n), dtype=np.uint8)
+    a_scale = np.array([0.02, 0.05, 0.03], np.float32)
+    a_zp = np.array([120, 128, 131], np.uint8)
+    b_scale = np.array([0.01, 0.04, 0.02, 0.03], np.float32)
+    b_zp = np.array([127, 125, 130, 128], np.uint8)
+    y_scale, y_zp = np.float32(0.5), np.uint8(128)
+    node = helper.make_node("QLinearMatMul", ["a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k]),
+                      helper.make_tensor_value_info("b", TensorProto.UINT8, [k, n])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, [m, n])],
+        [_const("a_scale", a_scale), _const("a_zp", a_zp, np.uint8), _const("b_scale", b_scale),
+         _const("b_zp", b_zp, np.uint8), _const("y_scale", y_scale), _const("y_zp", y_zp, np.uint8)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    acc = (a.astype(np.int64) - a_zp[:, None]) @ (b.astype(np.int64) - b_zp[None, :])
+    real = acc * (a_scale[:, None] * b_scale[None, :]).astype(np.float64)
+    expected = np.clip(np.rint(real / np.float64(y_scale)) + y_zp, 0, 255).astype(np.uint8)
+    got = SoftnpuBackend.prepare(model).run([a, b])[0]
+    np.testing.assert_array_equal(got, expected)

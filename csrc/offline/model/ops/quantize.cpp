@@ -138,9 +138,10 @@ Kernel qlinear_matmul(const OpContext&) {
     auto a = shifted(in[0], {in[0], in[1], in[2]}, 2, true).to(at::kLong);
     auto b = shifted(in[3], {in[3], in[4], in[5]}, 2, false).to(at::kLong);
     auto c = at::matmul(a, b).to(at::kDouble);
-    // The combined scale in the scales' own type, as the reference computes it.
-    auto s = in[1] * in[4] / in[6];
-    if (s.numel() > 1 && in[1].numel() > 1) s = s.reshape({-1, 1});
+    // The combined scale in the scales' own type, as the reference computes it: a's per row (a column of M), b's
+    // per column (a row of N), so a per-row and a per-column scale make the [M, N] table of their products.
+    auto a_scale = in[1].numel() > 1 ? in[1].reshape({-1, 1}) : in[1];
+    auto s = a_scale * in[4] / in[6];
     out[0] = saturate_round(c * s.to(at::kDouble), in[7], in[7].scalar_type());
   };
 }
