@@ -59,6 +59,31 @@ def test_device_interface_is_npus():
         assert NpuInterface.get_raw_stream(0) == s.stream_id
 
 
+def test_stream_context_compiles_into_one_graph_on_its_stream():
+    # As `with torch.cuda.stream(s):`: Dynamo keeps the block in the graph (it inlined torch.npu.stream and broke the
+    # graph at `builtin isinstance()`), and Inductor's wrapper declares the stream it switches to (cpu_assumptions:
+    # device_need_guard; without it, NameError: stream1). The matmul runs on `side`, behind the sleep queued there.
+    side = torch.npu.Stream()
+    done = torch.npu.Event()
+
+    def f(x):
+        with torch.npu.stream(side):
+            y = x @ x
+            done.record()
+        done.wait()
+        return y.relu() + 1
+
+    x = torch.randn(256, 256, device="npu")
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x).cpu(), f(x).cpu(), rtol=1e-4, atol=1e-3)
+    torch.npu.synchronize()
+    with torch.npu.stream(side):
+        torch.npu._sleep(300_000_000)
+    out = compiled(x)
+    assert not done.query()  # recorded on `side` after the matmul, which waits behind the sleep
+    torch.testing.assert_close(out.cpu(), f(x).cpu(), rtol=1e-4, atol=1e-3)
+
+
 # ------------------------------------------------------------------------------------------------ kernels on the stream
 
 

@@ -31,6 +31,18 @@ def register_device_interface() -> None:
         register_interface_for_device(f"npu:{index}", NpuInterface)
 
 
+def trace_stream_contexts() -> None:
+    # Dynamo turns `with torch.cuda.stream(s):` into its stream context (the block's nodes annotated with the stream)
+    # because its trace rules list torch.cuda.stream as an in-graph function, whose handler then builds the context
+    # for each registered device interface's `stream`. npu's gets the same rule; without it Dynamo inlines
+    # torch.npu.stream as user code and breaks the graph inside it.
+    from torch._dynamo.decorators import allow_in_graph
+
+    from .. import npu
+
+    allow_in_graph(npu.stream)
+
+
 def register_backend() -> None:
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
 
@@ -53,6 +65,7 @@ def compile_npu_randoms_with_aten() -> None:
 # module -> what to do once it has been executed
 _AFTER_IMPORT = {
     "torch._dynamo.device_interface": register_device_interface,
+    "torch._dynamo.decorators": trace_stream_contexts,
     "torch._inductor.graph": register_backend,
     "torch._inductor.compile_fx": compile_npu_randoms_with_aten,
 }

@@ -20,6 +20,12 @@ has a test in tests/test_compile.py (the model that fails to compile without it)
   it, a compiled ResNet's backward (Inductor lays convolutions out channels last) fails at Inductor's stride check of
   ``convolution_backward``'s gradients. npu's fake convolutions are their Meta kernels.
 
+- ``utils.device_need_guard`` (as scheduler.py imports it): only GPU types get a device guard in the wrapper, and the
+  guard is where Inductor's multi-stream code declares the streams of a graph's ``with torch.npu.stream(s):``
+  blocks (``default_stream = ...``, ``stream1 = ...``), which its stream switches then enter. Without it such a
+  graph fails at run time with ``NameError: name 'stream1' is not defined``. npu graphs with side streams get the
+  guard; the others stay without it (their kernels find their device themselves, and the guard costs every call).
+
 In codegen.py, npu's own wrapper handles the assumption of ``PythonWrapperCodegen._generate_kernel_call_helper``
 (only "cpu" and "mps" kernels are called directly; any other device without Triton raises "device npu nyi").
 """
@@ -66,7 +72,18 @@ def _fake_convolution_as_npu_runs_it(fake_mode, func, *args, **kwargs):
     return FakeTensor(fake_mode, out, device)
 
 
+_device_need_guard = scheduler.device_need_guard
+
+
+def _device_need_guard_with_streams(device: str) -> bool:
+    if device == "npu":
+        graph_scheduler = getattr(V.graph, "scheduler", None)
+        return graph_scheduler is not None and graph_scheduler._has_multi_stream_nodes()
+    return _device_need_guard(device)
+
+
 def apply() -> None:
+    scheduler.device_need_guard = _device_need_guard_with_streams
     BaseSchedulerNode.is_cpu = _is_cpu
     for module in (utils, codegen_common, scheduler):
         module.get_current_backend = _current_backend
