@@ -241,6 +241,23 @@ def test_force_fp16_rounds_like_a_float16_store(tmp_path):
     assert np.signbit(y[11]) and np.isinf(y[1]) and y[0] == 65504.0
 
 
+def test_force_fp16_data_movement_keeps_rounded_input_values(tmp_path):
+    # Transpose, Reshape and Relu under force_fp16 are not rounded again (their outputs are values of their
+    # inputs), but their inputs are: a model input reaches the output as its float16 values.
+    x = np.random.default_rng(6).standard_normal((3, 5)).astype(np.float32) * 100
+    shape = numpy_helper.from_array(np.array([5, 3], np.int64), "shape")
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="t"),
+             helper.make_node("Reshape", ["t", "shape"], ["r"], name="r"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 3])], [shape])
+    model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "move.onnx")
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'move'}", "--soc_version=SoftNPU",
+               "--precision_mode=force_fp16").returncode == 0
+    y = run_om(tmp_path / "move.om", [x])[0]
+    np.testing.assert_array_equal(y, np.maximum(x.astype(np.float16).astype(np.float32).T, 0))
+
+
 def test_out_nodes_selects_an_inner_output(tmp_path):
     m = mlp_model()
     model = save(m, tmp_path / "mlp.onnx")

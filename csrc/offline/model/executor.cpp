@@ -37,6 +37,7 @@ struct Step {
   std::vector<int> in, out;
   std::vector<int> release;  // slots dead after this step
   enum Precision { kKeep, kFp16, kFp32 } precision = kKeep;
+  bool round_out = false;      // fp16: its float outputs rounded (not for ops that keep float16 values)
   std::vector<bool> round_in;  // fp16: the inputs not already rounded (by the conversion or an fp16 producer)
 };
 
@@ -95,6 +96,7 @@ class LoadedModel final : public Model {
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
       if (st.precision == Step::kFp16) {
+        st.round_out = !keeps_half_values(n.op_type());
         for (size_t k = 0; k < st.in.size(); ++k)
           st.round_in.push_back(st.in[k] >= 0 && !rounded.count(st.in[k]) && !is_value_input(*def, static_cast<int>(k)));
         rounded.insert(st.out.begin(), st.out.end());
@@ -219,7 +221,7 @@ class LoadedModel final : public Model {
         auto& step_bytes = m.step_bytes_[&st - m.steps_.data()];
         set_kernel_threads(step_bytes.load(std::memory_order_relaxed) >= kParallelStepBytes ? team : 1);
         st.kernel(in, out);
-        if (st.precision == Step::kFp16) {
+        if (st.round_out) {
           round_outputs(in, out);
         } else if (st.precision == Step::kFp32) {
           for (size_t k = 0; k < out.size(); ++k)

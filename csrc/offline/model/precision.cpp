@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Half.h>
 
+#include <set>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -61,6 +63,15 @@ at::Tensor round_to_half(const at::Tensor& t) {
   auto dst = at::empty_like(src);
   round_range(src.data_ptr<float>(), dst.data_ptr<float>(), src.numel());
   return dst;
+}
+
+bool keeps_half_values(const std::string& op_type) {
+  // Not Pad: its constant value is a parameter, never rounded.
+  static const std::set<std::string> ops = {
+      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
+      "GatherElements", "GatherND", "Expand", "Tile", "Trilu", "DepthToSpace", "SpaceToDepth", "MaxPool",
+      "GlobalMaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Relu", "Where"};
+  return ops.count(op_type) > 0;
 }
 
 }  // namespace softnpu::offline
