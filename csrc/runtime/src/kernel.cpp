@@ -41,11 +41,11 @@ constexpr uint64_t kSmallKernelBytes = 4 << 20;
 
 // Bytes understate the work of compute-bound kernels: a GEMM of 256x512 by 512x1024 (3.5 MiB) took 2.8 ms on one
 // thread against 1.5 ms on two, the fused transformer encoder layer of 16x64x128 (under 1 MiB) 5.7 ms against
-// 3.1 ms, while memory-bound kernels below kSmallKernelBytes take at most about 100 us. So a small kernel that twice
-// in a row runs this long on its one thread gets the threads of a large one from then on: learned per kernel name and
-// size, as a real NPU's op picks its cores by its shape. Twice, so that one run slowed by the host descheduling it
-// does not decide.
-constexpr auto kLongKernel = std::chrono::microseconds(500);
+// 3.1 ms, GPT-2 tiny's 1024x128 by 128x128 addmm 0.4 ms against 0.25 ms, while memory-bound kernels below
+// kSmallKernelBytes take at most about 100 us. So a small kernel that twice in a row runs this long on its one thread
+// gets the threads of a large one from then on: learned per kernel name and size, as a real NPU's op picks its cores
+// by its shape. Twice, so that one run slowed by the host descheduling it does not decide.
+constexpr auto kLongKernel = std::chrono::microseconds(250);
 
 // Kernel name and size -> how often in a row it ran long on one thread (kLearned: it gets the large budget). A lossy
 // table of atomic words, the key in the high bits and the count in the low two: a collision forgets a kernel, which
