@@ -234,6 +234,12 @@ def _attention_train(q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v).sum()
 
 
+def _math_attention_grad(*shapes):
+    """The math composite's backward (bmm, softmax), whose C++ casts need the "cpp" backend; sdpa itself runs the
+    CPU's flash kernel on npu."""
+    _compile_grad(lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0].sum(), *shapes)
+
+
 def _compile_grad(fn, *shapes):
     args = [torch.randn(*s).npu().requires_grad_() for s in shapes]
     torch.compile(fn, fullgraph=True)(*args).backward()
@@ -268,9 +274,9 @@ def test_npu_kernels_are_generated_as_cpp(monkeypatch, undo):
             monkeypatch.setattr(module, "get_current_backend", cpu_assumptions._get_current_backend)
         no_fx_cache, no_autograd_cache = _uncached()
         with no_fx_cache, no_autograd_cache, pytest.raises(Exception, match="KeyError"):
-            _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
+            _math_attention_grad((2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
     else:
-        _compile_grad(_attention_train, (2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
+        _math_attention_grad((2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16))
 
 
 CACHED_COMPILE = """
@@ -317,6 +323,20 @@ def test_bool_masks_in_npu_kernels_match_cpu(monkeypatch):
         assert torch.equal(g.cpu(), r)
     if str(cpu_vec_isa.pick_vec_isa()) == "avx512":
         assert sources and all("VecMaskTo<bool, 1, float, 1>" in s for s in sources)
+
+def test_compiled_attention_runs_the_kernel_eager_npu_runs():
+    # npu's choice of attention kernel (csrc/backend/ops/attention.cpp) is asked while AOTAutograd traces sdpa's
+    # composite on fake tensors: it must answer as for real ones, without tracing ops of its own into the graph.
+    from torch._inductor.utils import run_and_get_code
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    assert torch._fused_sdp_choice(q.npu(), k.npu(), v.npu()) == torch._fused_sdp_choice(q, k, v) != 0  # not math
+    out, codes = run_and_get_code(torch.compile(sdpa, fullgraph=True), q.npu(), k.npu(), v.npu())
+    torch.testing.assert_close(out.cpu(), sdpa(q, k, v), rtol=1e-4, atol=1e-5)
+    assert any("_scaled_dot_product_flash_attention_for_cpu" in code for code in codes), codes
+    assert not any("_fused_sdp_choice" in code or "bmm" in code for code in codes), codes
+
 
 @pytest.mark.parametrize("undo", [False, True], ids=["applied", "undone"])
 def test_fake_convolutions_are_laid_out_as_npu_runs_them(monkeypatch, undo):

@@ -33,7 +33,7 @@ int run_graph(void* arg) {
   for (const Task& t : g.tasks) {
     switch (t.kind) {
       case TaskKind::kKernel:
-        if (int code = t.kernel.fn(t.kernel.arg)) return code;
+        if (int code = run_recorded_kernel(t)) return code;
         break;
       case TaskKind::kCopy:
         parallel_memcpy(t.copy.dst, t.copy.src, t.copy.size, kernel_thread_budget(t.copy.size));

@@ -19,6 +19,8 @@ snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline = kNo
 
 // Compute side: runs a kernel task on the calling thread. Returns true if it failed, with *error filled.
 bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error);
+// Compute side, inside a graph's task: runs one of its recorded kernels, seen by the thread budget as that kernel.
+int run_recorded_kernel(const Task& task);
 // Compute side: the task's cleanup, once, after the kernel ran.
 void run_cleanup(const Task& task);
 
@@ -26,7 +28,8 @@ void run_cleanup(const Task& task);
 // threads, shared among the work running or queued on all devices, never more than the host's cores.
 int thread_budget(const Device* device, uint64_t work_bytes);
 
-// The kernel-context calls of runtime.h.
+// The kernel-context calls of runtime.h. kernel_thread_budget is thread_budget, except that a small kernel that ran
+// long on one thread (learned per name and size) gets the budget of a large one.
 void set_kernel_error_message(const char* message);
 int kernel_thread_budget(uint64_t work_bytes);
 Stream* kernel_current_stream();

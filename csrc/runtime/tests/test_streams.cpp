@@ -293,6 +293,59 @@ TEST(Streams, SmallKernelsRunOnOneThread) {
   EXPECT_EQ(large.load(), std::min(2, host));
 }
 
+// A small kernel that is compute-bound (its bytes understate its work) gets a large kernel's threads once it has run
+// long on one thread twice in a row; a short small kernel, and the same kernel at another size, keep one thread.
+TEST(Streams, SmallKernelsThatRunLongGetTheThreadsOfLargeOnes) {
+  ScopedEnv env({{"SOFTNPU_CORES", "2"}});
+  const int large = std::min(2, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  auto budgets_of = [](const char* name, uint64_t work, std::chrono::microseconds runs_for) {
+    std::vector<int> budgets;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(launch(nullptr, name, [&budgets, work, runs_for] {
+                  budgets.push_back(snpuKernelThreadBudget(work));
+                  std::this_thread::sleep_for(runs_for);
+                  return 0;
+                }),
+                snpuSuccess);
+      EXPECT_EQ(snpuDeviceSynchronize(), snpuSuccess);
+    }
+    return budgets;
+  };
+  static const char kLong[] = "long small kernel";
+  EXPECT_EQ(budgets_of(kLong, kSmallWork, std::chrono::milliseconds(2)), (std::vector<int>{1, 1, large, large}));
+  EXPECT_EQ(budgets_of(kLong, 2 * kSmallWork, std::chrono::microseconds(0)), (std::vector<int>{1, 1, 1, 1}))
+      << "another size of the same kernel is another kernel";
+  static const char kShort[] = "short small kernel";
+  EXPECT_EQ(budgets_of(kShort, kSmallWork, std::chrono::microseconds(0)), (std::vector<int>{1, 1, 1, 1}));
+}
+
+// Inside a replayed graph, each recorded kernel is timed as itself: the long one learns, the short one does not.
+TEST(Streams, RecordedKernelsOfAGraphLearnTheirOwnBudget) {
+  ScopedEnv env({{"SOFTNPU_CORES", "2"}});
+  const int large = std::min(2, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  std::vector<int> long_budgets, short_budgets;
+  ASSERT_SNPU(snpuStreamBeginCapture(s, snpuStreamCaptureModeGlobal));
+  ASSERT_SNPU(launch(s, "recorded long", [&long_budgets] {
+    long_budgets.push_back(snpuKernelThreadBudget(kSmallWork));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return 0;
+  }));
+  ASSERT_SNPU(launch(s, "recorded short", [&short_budgets] {
+    short_budgets.push_back(snpuKernelThreadBudget(kSmallWork));
+    return 0;
+  }));
+  snpuGraph_t graph;
+  ASSERT_SNPU(snpuStreamEndCapture(s, &graph));
+  for (int i = 0; i < 3; ++i) ASSERT_SNPU(snpuGraphLaunch(graph, s));
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+  EXPECT_EQ(long_budgets, (std::vector<int>{1, 1, large}));
+  EXPECT_EQ(short_budgets, (std::vector<int>{1, 1, 1}));
+  ASSERT_SNPU(snpuGraphDestroy(graph));
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
 TEST(Streams, KernelSeesTheStreamItRunsOn) {
   EXPECT_EQ(snpuKernelCurrentStream(), nullptr);
   snpuStream_t s, dflt;

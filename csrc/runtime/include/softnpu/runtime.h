@@ -268,7 +268,9 @@ SNPU_API void snpuKernelSetErrorMessage(const char* message);
 /* Inside a kernel only: how many threads the kernel may use for its own parallelism, given work_bytes, the bytes it
  * reads and writes. One for a small kernel (below 4 MiB: a second thread, sharing a core with the launching host
  * thread or another stream, costs it more than it gains); else the device's compute threads divided among the
- * kernels running or queued at this moment on all devices, never more than the host's cores. 1 outside a kernel. */
+ * kernels running or queued at this moment on all devices, never more than the host's cores. A small kernel that ran
+ * 250 us or more on its one thread at its last two launches (compute-bound: a GEMM, a fused layer) is treated as a
+ * large one (learned per kernel name and work_bytes). Call it once per kernel, at its start. 1 outside a kernel. */
 SNPU_API int snpuKernelThreadBudget(uint64_t work_bytes);
 /* Inside a kernel only: the stream it runs on. NULL outside kernels. */
 SNPU_API snpuStream_t snpuKernelCurrentStream(void);
