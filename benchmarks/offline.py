@@ -1,7 +1,8 @@
 """Offline models against onnxruntime on the same host, in the same run (issue 13): resnet18 and a tiny BERT, exported
 once with torch.onnx.export, converted by atc (ATC's default precision mode, force_fp16, and force_fp32), run through
 ACL (ais_bench's InferSession over pyACL) and through onnxruntime's CPU provider, numpy in and numpy out on both sides.
-Latency at batch 1 (median of the runs), throughput at batch 32 (samples per second). Targets: softnpu / onnxruntime
+Latency at batch 1 (median of the runs), throughput at batch 32 (samples per second); the three engines are timed in
+alternating blocks. Targets: softnpu / onnxruntime
 <= 1.0 on resnet18, <= 1.3 on the tiny BERT. Writes benchmarks/results/offline.json."""
 from __future__ import annotations
 
@@ -24,18 +25,26 @@ import models  # noqa: E402
 
 RESULTS = HERE / "results"
 TARGETS = {"resnet18": 1.0, "bert": 1.3}
+# (batch, rounds): about a second of timed calls per row and engine, enough rounds for a stable median.
+ROUNDS = {"resnet18": ((1, 40), (32, 5)), "bert": ((1, 300), (32, 30))}
 ATC = pathlib.Path(sys.executable).with_name("atc")
 
 
-def median_seconds(fn, rounds: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def medians_in_blocks(fns: dict, rounds: int, blocks: int = 3, warmup: int = 2) -> dict:
+    """Median seconds of each callable, timed in alternating blocks of consecutive calls (a block of each, three
+    times), so that a change of the host's speed during the run falls on all of them alike. Blocks, not single
+    alternating calls: onnxruntime's pool threads spin for a while after each run, and would take the cores from a
+    call of the next engine; the warm-up calls of each block absorb that."""
+    times = {name: [] for name in fns}
+    for _ in range(blocks):
+        for name, fn in fns.items():
+            for _ in range(warmup):
+                fn()
+            for _ in range(max(1, rounds // blocks)):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure(name: str, batch: int, rounds: int, workdir: pathlib.Path) -> dict:
@@ -46,15 +55,20 @@ def measure(name: str, batch: int, rounds: int, workdir: pathlib.Path) -> dict:
     feeds = [np.ascontiguousarray(t.numpy()) for t in inputs]
     ort = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in ort.get_inputs()]
-    row = {"onnxruntime": median_seconds(lambda: ort.run(None, dict(zip(names, feeds))), rounds)}
+    fns = {"onnxruntime": lambda: ort.run(None, dict(zip(names, feeds)))}
+    sessions = []
     for mode in ("force_fp16", "force_fp32"):
         out = workdir / f"{name}_{batch}_{mode}"
         subprocess.run([str(ATC), f"--model={path}", "--framework=5", f"--output={out}", "--soc_version=SoftNPU",
                         f"--precision_mode={mode}"], check=True, capture_output=True)
         session = InferSession(0, str(out) + ".om")
-        row[f"softnpu {mode}"] = median_seconds(lambda: session.infer(feeds), rounds)
-        session.free_resource()
-    return row
+        sessions.append(session)
+        fns[f"softnpu {mode}"] = lambda session=session: session.infer(feeds)
+    try:
+        return medians_in_blocks(fns, rounds)
+    finally:
+        for session in sessions:
+            session.free_resource()
 
 
 def main() -> None:
@@ -65,7 +79,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("resnet18", "bert"):
-            for batch, rounds in ((1, 30), (32, 5)):
+            for batch, rounds in ROUNDS[name]:
                 t = measure(name, batch, rounds, pathlib.Path(tmp))
                 row = {"model": name, "batch": batch, "seconds": t, "target": TARGETS[name]}
                 for mode in ("force_fp16", "force_fp32"):
