@@ -370,3 +370,29 @@ def test_fake_convolutions_are_laid_out_as_npu_runs_them(monkeypatch, undo):
     if not undo:
         _compile_grad(lambda x, w: torch.nn.functional.conv2d(x, w, padding=1).relu().sum(), (2, 8, 6, 6),
                       (16, 8, 3, 3))
+
+
+def test_dropout_in_npu_graphs_draws_from_aten_and_fuses_the_rest():
+    """Dropout in an npu graph is rand_like from ATen (the npu generator) with the comparison and scaling fused into
+    Inductor's kernels, not native_dropout as an extern op: right values and gradient, same seed same mask."""
+    from torch._inductor.utils import run_and_get_code
+
+    def f(x, w):
+        return torch.nn.functional.dropout(x * w, p=0.3, training=True)
+
+    x = torch.randn(64, 33).npu()
+    w = torch.randn(33).npu().requires_grad_()
+    compiled = torch.compile(f, fullgraph=True)
+    torch.npu.manual_seed(7)
+    no_fx_cache, no_autograd_cache = _uncached()
+    with no_fx_cache, no_autograd_cache:
+        out, code = run_and_get_code(compiled, x, w)
+    assert "aten.rand_like" in code[0] and "native_dropout.default" not in code[0]
+    out.sum().backward()
+    kept = out.detach().cpu() != 0
+    assert 0.6 < kept.float().mean().item() < 0.8
+    expected = (x * w).detach().cpu() / 0.7
+    torch.testing.assert_close(out.detach().cpu()[kept], expected[kept])
+    torch.testing.assert_close(w.grad.cpu(), (kept * x.cpu()).sum(0) / 0.7)
+    torch.npu.manual_seed(7)
+    assert torch.equal(compiled(x, w).detach().cpu(), out.detach().cpu())
