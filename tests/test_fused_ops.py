@@ -298,6 +298,8 @@ def test_fusion_attention_gradcheck_float64_on_npu():
 
 
 def test_fused_ops_compile_through_their_meta_kernels():
+    from torch._inductor.utils import run_and_get_code
+
     torch.manual_seed(13)
 
     def f(q, k, v, gamma):
@@ -307,8 +309,11 @@ def test_fused_ops_compile_through_their_meta_kernels():
     q, k, v, gamma = npu(*qkv("BSH"), torch.randn(32))
     (q1,), (q2,) = leaves(q), leaves(q)
     torch._dynamo.reset()
-    compiled = torch.compile(f, backend="aot_eager", fullgraph=True)  # one graph: every op traced by Meta
-    got = compiled(q1, k, v, gamma)
+    # One graph (every op traced by its Meta kernel), compiled by Inductor, which calls the fused ops as extern
+    # kernels on the npu op path.
+    compiled = torch.compile(f, fullgraph=True)
+    got, code = run_and_get_code(compiled, q1, k, v, gamma)
+    assert "torch.ops.npu.npu_fusion_attention.default(" in code[0]
     want = f(q2, k, v, gamma)
     got.backward()
     want.backward()
