@@ -38,7 +38,13 @@ Device::Device(Runtime* runtime, int index, int physical, int cores, uint64_t ca
   streams_.push_back(default_stream_);
 }
 
-Device::~Device() { default_stream_->release(); }
+Device::~Device() {
+  // Joins compute threads started after Runtime's stop(): work enqueued during the process's exit (a tensor freed by
+  // another thread, e.g. autograd's device thread) on a device that had never run anything starts them late, and a
+  // joinable std::thread destroyed here would abort the process ("terminate called without an active exception").
+  stop();
+  default_stream_->release();
+}
 
 stats::DeviceCounters* Device::first_use() {
   stats::DeviceCounters* c = stats::counters(physical);

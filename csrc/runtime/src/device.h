@@ -19,7 +19,7 @@ class Runtime;
 class Device {
  public:
   Device(Runtime* runtime, int index, int physical, int cores, uint64_t capacity);
-  // Releases the default stream. stop() must have been called: the compute threads are gone.
+  // Stops (again: idempotent) and releases the default stream.
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
