@@ -12,7 +12,9 @@
 #include "common/kernel_threads.h"
 #include "model/graph.h"
 #include "model/model.h"
+#include "model/ops/direct_conv.h"
 #include "model/ops/op.h"
+#include "model/ops/winograd.h"
 #include "model/precision.h"
 
 namespace softnpu::offline {
@@ -53,6 +55,18 @@ at::Tensor device_copy(const at::Tensor& t, at::MemoryFormat format = at::Memory
                        at::TensorOptions().dtype(t.scalar_type()));
 }
 
+void set_int_attr(onnx::NodeProto& n, const std::string& name, int64_t value) {
+  for (auto& a : *n.mutable_attribute())
+    if (a.name() == name) {
+      a.set_i(value);
+      return;
+    }
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
 class LoadedModel final : public Model {
  public:
   explicit LoadedModel(Graph g) : g_(std::move(g)) {}
@@ -66,16 +80,50 @@ class LoadedModel final : public Model {
       slot[name] = s;
       return s;
     };
-    // The layout pass: 2-D convolution weights are kept channels-last, the layout oneDNN's convolutions run fastest
-    // in (their activations follow: the kernel converts its input, and elementwise ops and pooling keep the format).
+    // The layout pass: each convolution's filter is stored the way its kernel reads it. Where the host has the
+    // kernels, Winograd's transformed filter if conversion chose Winograd for the node (passes.cpp), else the direct
+    // kernel's packed filter (direct_conv.h); a filter read by anything else stays as it is, and its convolutions
+    // run ATen's. ATen's filters are kept channels-last, the layout oneDNN's convolutions run fastest in (their
+    // activations follow: the kernel converts its input, and elementwise ops and pooling keep the format).
+    constexpr int kAsIs = 0, kDirect = 1;  // else Winograd's m (2 or 4)
+    std::map<std::string, int> layout;
     std::set<std::string> conv_weights;
+    auto read_as = [&](const std::string& name, int l) {
+      auto [it, fresh] = layout.emplace(name, l);
+      if (!fresh && it->second != l) it->second = kAsIs;
+    };
+    for (const auto& o : g_.outputs) read_as(o.name, kAsIs);
     for (const auto& n : g_.nodes)
-      if (n.op_type() == "Conv" && n.input_size() > 1) conv_weights.insert(n.input(1));
+      for (int i = 0; i < n.input_size(); ++i) {
+        int l = kAsIs;
+        if (i == 1 && n.op_type() == "Conv" && g_.constants.count(n.input(1))) {
+          const auto& w = g_.constants.at(n.input(1));
+          Attrs a(n);
+          int m = static_cast<int>(a.i("softnpu_winograd", 0));
+          l = direct::supported(w, a.i("group", 1)) ? (m ? m : kDirect) : kAsIs;
+          conv_weights.insert(n.input(1));
+        }
+        read_as(n.input(i), l);
+      }
+    for (auto& n : g_.nodes) {
+      if (n.op_type() != "Conv") continue;
+      int l = n.input_size() > 1 && layout.count(n.input(1)) ? layout.at(n.input(1)) : kAsIs;
+      set_int_attr(n, "softnpu_winograd", l == kAsIs || l == kDirect ? 0 : l);
+      set_int_attr(n, "softnpu_direct", l == kDirect);
+    }
     for (const auto& [name, t] : g_.constants) {
       int s = slot_of(name);
-      bool nhwc = conv_weights.count(name) && t.dim() == 4 && t.is_floating_point();
-      constants_.emplace_back(s, device_copy(t, nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
-      weight_bytes_ += t.nbytes();
+      int l = layout.count(name) ? layout.at(name) : kAsIs;
+      at::Tensor stored;
+      if (l == kDirect)
+        stored = device_copy(direct::pack_filter(t));
+      else if (l != kAsIs)
+        stored = device_copy(winograd::transform_filter(t, l));
+      else
+        stored = device_copy(t, conv_weights.count(name) && t.dim() == 4 && t.is_floating_point() ? at::MemoryFormat::ChannelsLast
+                                                                                                  : at::MemoryFormat::Contiguous);
+      weight_bytes_ += stored.nbytes();
+      constants_.emplace_back(s, std::move(stored));
     }
     for (const auto& in : g_.inputs) input_slots_.push_back(slot_of(in.name));
     std::map<int, size_t> last_use;

@@ -51,8 +51,10 @@ struct Evaluation {
 Evaluation evaluate(const std::vector<onnx::NodeProto>& nodes, std::map<std::string, AbstractValue> seed, bool fold,
                     int opset);
 
-// The lowering passes (passes.cpp): conv+batch norm folding, activation fusion, matmul+bias, dead nodes, precision.
-void lower(Graph& graph, const std::vector<std::string>& output_names);
+// The lowering passes (passes.cpp): conv+batch norm folding, activation fusion, matmul+bias, dead nodes, Winograd
+// tiles (from the evaluation's shapes), precision.
+void lower(Graph& graph, const std::vector<std::string>& output_names,
+           const std::map<std::string, AbstractValue>& values);
 void apply_precision_mode(Graph& graph, const std::string& mode);
 
 // The .om file (om_file.cpp).

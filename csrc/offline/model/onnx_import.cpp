@@ -376,7 +376,7 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
       if (!in.empty() && it != first.values.end() && it->second.kind == AbstractValue::kConst)
         graph.constants[in] = it->second.tensor;
     }
-  lower(graph, output_names);
+  lower(graph, output_names, first.values);
   apply_precision_mode(graph, options.precision_mode);
 
   graph.metadata.softnpu_version = SOFTNPU_VERSION;

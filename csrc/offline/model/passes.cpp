@@ -1,6 +1,7 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
-// runs inside it, a bias added after a matmul becomes the GEMM's bias; then the precision mode marks nodes.
+// runs inside it, a bias added after a matmul becomes the GEMM's bias, 3x3 convolutions choose their Winograd tile;
+// then the precision mode marks nodes.
 #include <ATen/ATen.h>
 
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "model/graph.h"
 #include "model/ops/op.h"
+#include "model/ops/winograd.h"
 #include "model/precision.h"
 
 namespace softnpu::offline {
@@ -19,6 +21,13 @@ void set_attr_s(onnx::NodeProto& n, const std::string& name, const std::string& 
   a->set_name(name);
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(value);
+}
+
+void set_attr_i(onnx::NodeProto& n, const std::string& name, int64_t value) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
 }
 
 struct Uses {
@@ -145,16 +154,35 @@ void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
   g.nodes = std::move(kept);
 }
 
+// Conv with a 3x3 filter and stride 1 -> Winograd F(m x m, 3 x 3) (winograd.h), marked with its m; the executor
+// transforms the filter at load where the host has the kernels. m is chosen from the output positions per run (the
+// first profile's): F(4x4) takes the fewest multiplications but reads a filter 4x the size, F(2x2) 1.8x, and on few
+// positions (a 7x7 map at batch 1) reading it costs more than the multiplications save. The thresholds are
+// resnet18's layers measured against each other (benchmarks/offline.py).
+void choose_winograd(Graph& g, const std::map<std::string, AbstractValue>& values) {
+  for (auto& n : g.nodes) {
+    if (n.op_type() != "Conv" || !is_const(g, n.input(1))) continue;
+    auto y = values.find(n.output(0));
+    if (y == values.end() || !y->second.tensor.defined() || y->second.tensor.dim() != 4) continue;
+    const auto& out = y->second.tensor;
+    Attrs a(n);
+    int m = winograd::tile_size(g.constants[n.input(1)], a.i("group", 1), a.ints("strides", {1, 1}),
+                                a.ints("dilations", {1, 1}), out.size(0) * out.size(2) * out.size(3));
+    if (m) set_attr_i(n, "softnpu_winograd", m);
+  }
+}
+
 bool is_cube(const std::string& t) { return t == "Conv" || t == "ConvTranspose" || t == "MatMul" || t == "Gemm"; }
 
 }  // namespace
 
-void lower(Graph& g, const std::vector<std::string>& outputs) {
+void lower(Graph& g, const std::vector<std::string>& outputs, const std::map<std::string, AbstractValue>& values) {
   drop_dead_nodes(g, outputs);
   fold_batch_norm(g, outputs);
   fuse_matmul_bias(g, outputs);
   fuse_activation(g, outputs);
   drop_dead_nodes(g, outputs);
+  choose_winograd(g, values);
 }
 
 // As ATC's precision modes, on the software NPU: "fp16" nodes take float32 inputs rounded to float16 and round their

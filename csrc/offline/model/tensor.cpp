@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -319,6 +320,28 @@ int64_t normalize_axis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
     throw Unsupported("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
+}
+
+at::Tensor gather_rows(const at::Tensor& x, int64_t batches, int64_t rows, const std::vector<int64_t>& offsets,
+                       bool per_batch, const std::vector<int64_t>& shape) {
+  auto y = at::empty(shape, x.options());
+  if (y.numel() == 0) return y;
+  if (batches * rows == 0) throw std::out_of_range("index into a dim of size 0");
+  auto src = storage_bytes(x).contiguous();
+  size_t slice_bytes = src.nbytes() / (batches * rows);
+  int64_t picks = per_batch ? static_cast<int64_t>(offsets.size()) / batches : static_cast<int64_t>(offsets.size());
+  const auto* from = static_cast<const char*>(src.const_data_ptr());
+  auto* dst = static_cast<char*>(storage_bytes(y).data_ptr());
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t j = 0; j < picks; ++j) {
+      int64_t r = offsets[per_batch ? b * picks + j : j];
+      if (r < -rows || r >= rows)
+        throw std::out_of_range("index " + std::to_string(r) + " is out of range for a dim of size " + std::to_string(rows));
+      if (r < 0) r += rows;
+      std::memcpy(dst, from + (b * rows + r) * slice_bytes, slice_bytes);
+      dst += slice_bytes;
+    }
+  return y;
 }
 
 std::string describe(const onnx::NodeProto& node) { return node.op_type() + " '" + node.name() + "'"; }

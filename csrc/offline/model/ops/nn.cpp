@@ -2,7 +2,9 @@
 // into them), max and global pooling (AveragePool is image.cpp's window pooling), normalization, softmax.
 #include <ATen/ATen.h>
 
+#include "model/ops/direct_conv.h"
 #include "model/ops/op.h"
+#include "model/ops/winograd.h"
 
 namespace softnpu::offline {
 
@@ -27,26 +29,36 @@ Window window(const OpContext& ctx, size_t spatial_hint = 0) {
   return w;
 }
 
-// The symmetric padding ATen takes, after padding the input itself where ONNX's begin and end pads differ (or
-// auto_pad asks for SAME).
-at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int64_t>& kernel, double value,
-                     std::vector<int64_t>* sym, bool pooling = false) {
+// ONNX's padding of each spatial dim at its beginning and end (auto_pad SAME decides them from the sizes).
+void onnx_pads(const at::Tensor& x, const Window& w, const std::vector<int64_t>& kernel, std::vector<int64_t>* begin,
+               std::vector<int64_t>* end) {
   size_t n = kernel.size();
   std::vector<int64_t> strides = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
   std::vector<int64_t> dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
-  std::vector<int64_t> begin(n, 0), end(n, 0);
+  begin->assign(n, 0);
+  end->assign(n, 0);
   if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) {
       int64_t in = x.size(2 + i);
       int64_t out = (in + strides[i] - 1) / strides[i];
       int64_t total = std::max<int64_t>((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in, 0);
-      begin[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      end[i] = total - begin[i];
+      (*begin)[i] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      (*end)[i] = total - (*begin)[i];
     }
   } else if (w.auto_pad == "NOTSET" && !w.pads.empty()) {
     if (w.pads.size() != 2 * n) throw Unsupported("pads has " + std::to_string(w.pads.size()) + " values for " + std::to_string(n) + " spatial dims");
-    for (size_t i = 0; i < n; ++i) begin[i] = w.pads[i], end[i] = w.pads[i + n];
+    for (size_t i = 0; i < n; ++i) (*begin)[i] = w.pads[i], (*end)[i] = w.pads[i + n];
   }
+}
+
+// The symmetric padding ATen takes, after padding the input itself where ONNX's begin and end pads differ (or
+// auto_pad asks for SAME).
+at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int64_t>& kernel, double value,
+                     std::vector<int64_t>* sym, bool pooling = false) {
+  size_t n = kernel.size();
+  std::vector<int64_t> dil = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
+  std::vector<int64_t> begin, end;
+  onnx_pads(x, w, kernel, &begin, &end);
   sym->assign(n, 0);
   // ATen's pooling takes at most half the (dilated) kernel as padding.
   bool within = true;
@@ -67,6 +79,28 @@ Kernel conv(const OpContext& ctx) {
   int64_t group = ctx.attrs.i("group", 1);
   bool relu;
   activation(ctx, &relu);
+  // The executor's layout pass gave the node a transformed filter: Winograd's (m) or the direct kernel's.
+  int m = static_cast<int>(ctx.attrs.i("softnpu_winograd", 0));
+  if (m)
+    return [w, m, relu](const Tensors& in, Tensors& out) {
+      const auto& x = in[0];
+      std::vector<int64_t> begin, end;
+      onnx_pads(x, w, {3, 3}, &begin, &end);
+      out[0] = winograd::conv(x, in[1], m, in.size() > 2 ? in[2] : at::Tensor(), begin[0], begin[1],
+                              x.size(2) + begin[0] + end[0] - 2, x.size(3) + begin[1] + end[1] - 2, relu);
+    };
+  if (ctx.attrs.i("softnpu_direct", 0))
+    return [w, relu](const Tensors& in, Tensors& out) {
+      const auto& x = in[0];
+      const auto& filter = in[1];  // [OC, KH, KW, C] in size
+      std::vector<int64_t> kernel{filter.size(1), filter.size(2)}, begin, end;
+      auto strides = w.strides.empty() ? std::vector<int64_t>{1, 1} : w.strides;
+      auto dil = w.dilations.empty() ? std::vector<int64_t>{1, 1} : w.dilations;
+      onnx_pads(x, w, kernel, &begin, &end);
+      int64_t oh = (x.size(2) + begin[0] + end[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
+      int64_t ow = (x.size(3) + begin[1] + end[1] - dil[1] * (kernel[1] - 1) - 1) / strides[1] + 1;
+      out[0] = direct::conv(x, filter, in.size() > 2 ? in[2] : at::Tensor(), strides, dil, begin[0], begin[1], oh, ow, relu);
+    };
   return [w, group, relu](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
     const auto& weight = in[1];

@@ -90,6 +90,12 @@ int sub_byte_bits(at::ScalarType type);                                // 0 for 
 at::Tensor sub_byte_values(const at::Tensor& t);                        // int8 or uint8 values of a sub-byte tensor
 at::Tensor to_sub_byte(const at::Tensor& integers, at::ScalarType type);  // wrapped to the type's bits
 at::Tensor storage_bytes(const at::Tensor& t);  // a sub-byte tensor viewed as uint8 (for copies); others unchanged
+// Gather's and GatherND's copy: x viewed as [batches, rows, slice], the row numbers (ONNX's negative ones count from
+// the end; one list for every batch, or batches lists one after another when per_batch) -> [batches, picks, slice],
+// shaped as `shape`. The rows are copied directly: ATen's route (wrap, where, index_select) is four ops, most of a
+// small model's gather time.
+at::Tensor gather_rows(const at::Tensor& x, int64_t batches, int64_t rows, const std::vector<int64_t>& offsets,
+                       bool per_batch, const std::vector<int64_t>& shape);
 // ONNX's Cast (cast.cpp): float8 targets saturate to their largest finite value when `saturate`, else overflow to
 // NaN (infinity for float8e5m2); float8e8m0 rounds as round_mode ("up", "down", "nearest") says.
 at::Tensor onnx_cast(const at::Tensor& x, at::ScalarType to, bool saturate, const std::string& round_mode = "up");

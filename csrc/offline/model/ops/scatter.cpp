@@ -66,7 +66,7 @@ Kernel scatter_nd(const OpContext& ctx) {
   };
 }
 
-// GatherND: as ScatterND's addressing, per batch of the leading batch_dims.
+// GatherND: each row of the last index dim addresses a slice of data's dims after the leading batch_dims, per batch.
 Kernel gather_nd(const OpContext& ctx) {
   int64_t batch_dims = ctx.attrs.i("batch_dims", 0);
   return [batch_dims](const Tensors& in, Tensors& out) {
@@ -74,17 +74,27 @@ Kernel gather_nd(const OpContext& ctx) {
     const auto& indices = in[1];
     int64_t b = batch_dims, k = indices.size(-1);
     if (b + k > data.dim()) throw Unsupported("indices address more dims than data has");
-    int64_t batches = c10::multiply_integers(data.sizes().slice(0, b));
-    auto lead = data.sizes().slice(b, k);
-    int64_t per_batch = c10::multiply_integers(lead);
-    auto rows = indices.reshape({batches, -1, k}).to(at::kLong);
-    auto offset = at::arange(batches, rows.options()).unsqueeze(1) * per_batch;
-    for (int64_t j = 0; j < k; ++j) offset = offset + wrap_indices(rows.select(2, j), lead[j]) * c10::multiply_integers(lead.slice(j + 1));
-    std::vector<int64_t> flat{batches * per_batch};
-    flat.insert(flat.end(), data.sizes().begin() + b + k, data.sizes().end());
     std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end() - 1);
     shape.insert(shape.end(), data.sizes().begin() + b + k, data.sizes().end());
-    out[0] = at::index_select(data.reshape(flat), 0, offset.reshape({-1})).reshape(shape);
+    if (data.is_meta() || indices.is_meta()) {
+      out[0] = at::empty(shape, data.options().device(at::kMeta));
+      return;
+    }
+    auto lead = data.sizes().slice(b, k);
+    auto idx = values_i64(indices);
+    std::vector<int64_t> rows(k ? idx.size() / k : 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      int64_t offset = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = idx[r * k + j];
+        if (i < -lead[j] || i >= lead[j])
+          throw std::out_of_range("index " + std::to_string(i) + " is out of range for a dim of size " + std::to_string(lead[j]));
+        offset = offset * lead[j] + (i < 0 ? i + lead[j] : i);
+      }
+      rows[r] = offset;
+    }
+    out[0] = gather_rows(data, c10::multiply_integers(data.sizes().slice(0, b)), c10::multiply_integers(lead), rows,
+                         true, shape);
   };
 }
 

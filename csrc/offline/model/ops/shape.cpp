@@ -114,13 +114,14 @@ Kernel gather(const OpContext& ctx) {
   return [axis](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
     int64_t a = normalize_axis(axis, x.dim());
-    auto idx = in[1].to(at::kLong);
-    idx = at::where(idx < 0, idx + x.size(a), idx);
-    auto flat = at::index_select(x, a, idx.reshape({-1}));
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().begin() + a);
-    for (auto d : idx.sizes()) shape.push_back(d);
+    for (auto d : in[1].sizes()) shape.push_back(d);
     shape.insert(shape.end(), x.sizes().begin() + a + 1, x.sizes().end());
-    out[0] = flat.reshape(shape);
+    if (x.is_meta() || in[1].is_meta()) {
+      out[0] = at::empty(shape, x.options().device(at::kMeta));
+      return;
+    }
+    out[0] = gather_rows(x, c10::multiply_integers(x.sizes().slice(0, a)), x.size(a), values_i64(in[1]), false, shape);
   };
 }
 

@@ -1,0 +1,149 @@
+// Direct convolutions with packed filters (direct_conv.h). The output positions are flattened over batch, rows and
+// columns and taken six at a time; for each filter tap each position reads its input pixel, or a pixel of zeros where
+// the tap falls in the padding, so no input is padded or copied.
+#include "model/ops/direct_conv.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "model/ops/winograd.h"
+
+namespace softnpu::offline::direct {
+
+namespace {
+
+constexpr int64_t kPanel = 64;  // output channels per panel: four vectors of 16
+constexpr int kTile = 6;        // output positions per register tile
+
+struct Shape {
+  int64_t n, c, h, w, oc, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_top, pad_left, oh, ow;
+};
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+
+// Positions p0 .. p0 + count - 1 by one panel of 16 NB output channels.
+template <int NB>
+void tile(const Shape& s, const float* x, const float* zeros, int64_t p0, int64_t count, const float* panel,
+          const float* bias, float* y, bool relu) {
+  const int64_t hw = s.oh * s.ow;
+  const float* image[kTile];
+  int64_t iy0[kTile], ix0[kTile];
+  for (int j = 0; j < kTile; ++j) {
+    const int64_t p = p0 + std::min<int64_t>(j, count - 1), q = p % hw;
+    image[j] = x + (p / hw) * s.h * s.w * s.c;
+    iy0[j] = (q / s.ow) * s.stride_h - s.pad_top;
+    ix0[j] = (q % s.ow) * s.stride_w - s.pad_left;
+  }
+  __m512 acc[kTile][NB];
+  for (int q = 0; q < NB; ++q) {
+    const __m512 b = bias ? _mm512_loadu_ps(bias + 16 * q) : _mm512_setzero_ps();
+    for (int j = 0; j < kTile; ++j) acc[j][q] = b;
+  }
+  // acc += a[j][0 .. n) x f[0 .. n)
+  auto accumulate = [&](const float* const* a, const float* f, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) {
+      __m512 b[NB];
+      for (int q = 0; q < NB; ++q) b[q] = _mm512_loadu_ps(f + c * 16 * NB + 16 * q);
+      for (int j = 0; j < kTile; ++j) {
+        const __m512 v = _mm512_set1_ps(a[j][c]);
+        for (int q = 0; q < NB; ++q) acc[j][q] = _mm512_fmadd_ps(v, b[q], acc[j][q]);
+      }
+    }
+  };
+  const float* a[kTile];
+  for (int64_t ky = 0; ky < s.kh; ++ky) {
+    // A filter row's taps over every channel are contiguous in the input (and in the panel) when no position's row
+    // crosses the left or right edge: one run of kw x C (a first layer's 7 x 3 instead of seven runs of 3).
+    bool whole_rows = s.dil_w == 1;
+    for (int j = 0; j < kTile && whole_rows; ++j) whole_rows = ix0[j] >= 0 && ix0[j] + s.kw <= s.w;
+    if (whole_rows) {
+      for (int j = 0; j < kTile; ++j) {
+        const int64_t iy = iy0[j] + ky * s.dil_h;
+        a[j] = iy >= 0 && iy < s.h ? image[j] + (iy * s.w + ix0[j]) * s.c : zeros;
+      }
+      accumulate(a, panel + ky * s.kw * s.c * 16 * NB, s.kw * s.c);
+      continue;
+    }
+    for (int64_t kx = 0; kx < s.kw; ++kx) {
+      for (int j = 0; j < kTile; ++j) {
+        const int64_t iy = iy0[j] + ky * s.dil_h, ix = ix0[j] + kx * s.dil_w;
+        a[j] = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w ? image[j] + (iy * s.w + ix) * s.c : zeros;
+      }
+      accumulate(a, panel + (ky * s.kw + kx) * s.c * 16 * NB, s.c);
+    }
+  }
+  for (int j = 0; j < count; ++j)
+    for (int q = 0; q < NB; ++q) {
+      __m512 r = acc[j][q];
+      if (relu) r = _mm512_max_ps(r, _mm512_setzero_ps());
+      _mm512_storeu_ps(y + j * s.oc + 16 * q, r);
+    }
+}
+
+void run(const Shape& s, const float* x, const float* filter, const float* bias, float* y, bool relu) {
+  const int64_t positions = s.n * s.oh * s.ow, tiles = (positions + kTile - 1) / kTile;
+  const int64_t panels = (s.oc + kPanel - 1) / kPanel;
+  // Consecutive items share a panel, so each thread reads its own part of the filter.
+  at::parallel_for(0, panels * tiles, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> zeros;
+    if (zeros.size() < static_cast<size_t>(s.kw * s.c)) zeros.resize(s.kw * s.c, 0.f);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t p = item / tiles, p0 = (item % tiles) * kTile, count = std::min<int64_t>(kTile, positions - p0);
+      const int64_t width = std::min(kPanel, s.oc - p * kPanel);
+      const float* panel = filter + p * kPanel * s.kh * s.kw * s.c;
+      const float* b = bias ? bias + p * kPanel : nullptr;
+      float* out = y + p0 * s.oc + p * kPanel;
+      switch (width / 16) {
+        case 4: tile<4>(s, x, zeros.data(), p0, count, panel, b, out, relu); break;
+        case 3: tile<3>(s, x, zeros.data(), p0, count, panel, b, out, relu); break;
+        case 2: tile<2>(s, x, zeros.data(), p0, count, panel, b, out, relu); break;
+        default: tile<1>(s, x, zeros.data(), p0, count, panel, b, out, relu); break;
+      }
+    }
+  });
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
+bool supported(const at::Tensor& weight, int64_t group) {
+  return winograd::available() && weight.dim() == 4 && weight.scalar_type() == at::kFloat && weight.size(0) % 16 == 0 &&
+         group == 1;
+}
+
+at::Tensor pack_filter(const at::Tensor& weight) {
+  const int64_t oc = weight.size(0), c = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+  auto w = weight.contiguous();
+  auto packed = at::empty({oc, kh, kw, c}, w.options());
+  const float* src = w.const_data_ptr<float>();
+  float* dst = packed.data_ptr<float>();
+  for (int64_t o = 0; o < oc; ++o) {
+    const int64_t panel = o / kPanel, width = std::min(kPanel, oc - panel * kPanel);
+    float* base = dst + panel * kPanel * kh * kw * c;
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t t = 0; t < kh * kw; ++t)
+        base[(t * c + ch) * width + o - panel * kPanel] = src[(o * c + ch) * kh * kw + t];
+  }
+  return packed;
+}
+
+at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias,
+                const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, int64_t pad_top,
+                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu) {
+  auto in = x.contiguous(at::MemoryFormat::ChannelsLast);
+  Shape s{in.size(0), in.size(1), in.size(2), in.size(3), filter.size(0), filter.size(1), filter.size(2),
+          strides[0], strides[1], dilations[0], dilations[1], pad_top, pad_left, out_h, out_w};
+  auto y = at::empty({s.n, s.oc, s.oh, s.ow}, in.options().memory_format(at::MemoryFormat::ChannelsLast));
+  if (y.numel() == 0) return y;
+  auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
+  run(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), b.defined() ? b.const_data_ptr<float>() : nullptr,
+      y.data_ptr<float>(), relu);
+  return y;
+}
+
+}  // namespace softnpu::offline::direct
