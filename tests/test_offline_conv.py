@@ -134,11 +134,15 @@ def test_winograd_filter_is_transformed_into_device_memory_at_load():
     np.testing.assert_allclose(y, reference(x, weight, b, attrs, True), rtol=1e-4, atol=1e-4)
 
 
-def test_force_fp16_conv_rounds_like_the_cube():
-    """force_fp16: inputs and filter rounded to float16, float32 arithmetic, output rounded to float16."""
-    model, x, weight, b, attrs = conv_model(n=1, c=32, h=24, w=24, oc=64, k=3)
+@pytest.mark.parametrize("name", ["winograd4", "winograd2", "direct_stem", "aten_grouped"])
+def test_force_fp16_conv_rounds_like_the_cube(name):
+    """force_fp16: inputs and filter rounded to float16, float32 arithmetic, output stored as float16 values (by the
+    kernel itself for softnpu's own kernels)."""
+    case = dict(CASES[name])
+    model, x, weight, b, attrs = conv_model(**case)
     (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp16").run([x])
     half = lambda a: a.astype(np.float16).astype(np.float32)  # noqa: E731
-    expected = half(reference(half(x), half(weight), half(b), attrs, True))
+    assert np.array_equal(y, half(y)), "outputs are float16 values"
+    expected = half(reference(half(x), half(weight), half(b), attrs, case.get("relu", True)))
     # One float16 ulp of the output, from the float32 sums' own rounding differences.
     np.testing.assert_allclose(y, expected, rtol=2 ** -10, atol=1e-3)

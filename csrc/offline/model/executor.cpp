@@ -144,7 +144,9 @@ class LoadedModel final : public Model {
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
       if (st.precision == Step::kFp16) {
-        st.round_out = !keeps_half_values(n.op_type());
+        // softnpu's own convolution kernels store float16 values themselves (nn.cpp).
+        bool own_conv = n.op_type() == "Conv" && (Attrs(n).i("softnpu_winograd", 0) || Attrs(n).i("softnpu_direct", 0));
+        st.round_out = !keeps_half_values(n.op_type()) && !own_conv;
         for (size_t k = 0; k < st.in.size(); ++k)
           st.round_in.push_back(st.in[k] >= 0 && !rounded.count(st.in[k]) && !is_value_input(*def, static_cast<int>(k)));
         rounded.insert(st.out.begin(), st.out.end());

@@ -22,9 +22,10 @@ bool supported(const at::Tensor& weight, int64_t group);
 at::Tensor pack_filter(const at::Tensor& weight);
 
 // relu?(conv(x, weight) + bias) for a float NCHW-shaped x (any memory format), with the filter from pack_filter;
-// pad_top/pad_left are the begin pads, out_h/out_w the output size. Channels-last output.
+// pad_top/pad_left are the begin pads, out_h/out_w the output size. Channels-last output, rounded to float16 values
+// when `half`.
 at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias,
                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, int64_t pad_top,
-                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu);
+                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half);
 
 }  // namespace softnpu::offline::direct

@@ -79,18 +79,20 @@ Kernel conv(const OpContext& ctx) {
   int64_t group = ctx.attrs.i("group", 1);
   bool relu;
   activation(ctx, &relu);
-  // The executor's layout pass gave the node a transformed filter: Winograd's (m) or the direct kernel's.
+  // The executor's layout pass gave the node a transformed filter: Winograd's (m) or the direct kernel's. Their
+  // kernels store an fp16 node's output as float16 values themselves (the executor does not round it again).
   int m = static_cast<int>(ctx.attrs.i("softnpu_winograd", 0));
+  bool half = ctx.attrs.s("softnpu_precision", "") == "fp16";
   if (m)
-    return [w, m, relu](const Tensors& in, Tensors& out) {
+    return [w, m, relu, half](const Tensors& in, Tensors& out) {
       const auto& x = in[0];
       std::vector<int64_t> begin, end;
       onnx_pads(x, w, {3, 3}, &begin, &end);
       out[0] = winograd::conv(x, in[1], m, in.size() > 2 ? in[2] : at::Tensor(), begin[0], begin[1],
-                              x.size(2) + begin[0] + end[0] - 2, x.size(3) + begin[1] + end[1] - 2, relu);
+                              x.size(2) + begin[0] + end[0] - 2, x.size(3) + begin[1] + end[1] - 2, relu, half);
     };
   if (ctx.attrs.i("softnpu_direct", 0))
-    return [w, relu](const Tensors& in, Tensors& out) {
+    return [w, relu, half](const Tensors& in, Tensors& out) {
       const auto& x = in[0];
       const auto& filter = in[1];  // [OC, KH, KW, C] in size
       std::vector<int64_t> kernel{filter.size(1), filter.size(2)}, begin, end;
@@ -99,7 +101,7 @@ Kernel conv(const OpContext& ctx) {
       onnx_pads(x, w, kernel, &begin, &end);
       int64_t oh = (x.size(2) + begin[0] + end[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
       int64_t ow = (x.size(3) + begin[1] + end[1] - dil[1] * (kernel[1] - 1) - 1) / strides[1] + 1;
-      out[0] = direct::conv(x, filter, in.size() > 2 ? in[2] : at::Tensor(), strides, dil, begin[0], begin[1], oh, ow, relu);
+      out[0] = direct::conv(x, filter, in.size() > 2 ? in[2] : at::Tensor(), strides, dil, begin[0], begin[1], oh, ow, relu, half);
     };
   return [w, group, relu](const Tensors& in, Tensors& out) {
     const auto& x = in[0];

@@ -93,6 +93,11 @@ inline void output_transform<4>(const __m512* m, __m512* y, int s) {
   y[3 * s] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.f), d, b), m[5 * s]);
 }
 
+// float32 lanes rounded to their nearest float16 values (ties to even), as the cube's half-precision storage.
+inline __m512 to_half_values(__m512 v) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 // out[T, 16 NB] = v[T, C] (rows C apart) x u[C, 16 NB], accumulated in registers.
 template <int T, int NB>
 inline void gemm(const float* v, int64_t C, const float* u, float* out, int64_t ldo) {
@@ -130,7 +135,7 @@ struct Shape {
 };
 
 template <int M>
-void run(const Shape& s, const float* x, const float* filter, const float* bias, float* y, bool relu) {
+void run(const Shape& s, const float* x, const float* filter, const float* bias, float* y, bool relu, bool half) {
   constexpr int A = Transform<M>::A, X = A * A;
   const int64_t th = (s.oh + M - 1) / M, tw = (s.ow + M - 1) / M, tiles = s.n * th * tw;
   const int64_t panels = (s.oc + kPanel - 1) / kPanel;
@@ -199,6 +204,7 @@ void run(const Shape& s, const float* x, const float* filter, const float* bias,
               if (oy0 + i >= s.oh || ox0 + j >= s.ow) continue;
               __m512 z = _mm512_add_ps(o[i * M + j], b);
               if (relu) z = _mm512_max_ps(z, _mm512_setzero_ps());
+              if (half) z = to_half_values(z);
               _mm512_storeu_ps(out + ((oy0 + i) * s.ow + ox0 + j) * s.oc + oc, z);
             }
         }
@@ -253,7 +259,7 @@ int tile_size(const at::Tensor& weight, int64_t group, const std::vector<int64_t
 at::Tensor transform_filter(const at::Tensor& weight, int m) { return m == 2 ? transform<2>(weight) : transform<4>(weight); }
 
 at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::Tensor& bias, int64_t pad_top,
-                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu) {
+                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half) {
   auto in = x.contiguous(at::MemoryFormat::ChannelsLast);
   Shape s{in.size(0), in.size(1), in.size(2), in.size(3), filter.size(1), out_h, out_w, pad_top, pad_left};
   auto y = at::empty({s.n, s.oc, s.oh, s.ow}, in.options().memory_format(at::MemoryFormat::ChannelsLast));
@@ -261,9 +267,9 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::
   auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
   const float* bp = b.defined() ? b.const_data_ptr<float>() : nullptr;
   if (m == 2)
-    run<2>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu);
+    run<2>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu, half);
   else
-    run<4>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu);
+    run<4>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu, half);
   return y;
 }
 
