@@ -22,7 +22,9 @@ ATC = Path(sys.executable).parent / "atc"
 
 
 def conv_model(n, c, h, w, oc, k, *, stride=1, pads=None, dilation=1, group=1, bias=True, relu=True,
-               auto_pad=None, seed=0):
+               auto_pad=None, residual=False, seed=0):
+    """Conv [-> Add(., r), r a second input of the output's shape] [-> Relu]; returns the model, its inputs and
+    what the reference needs."""
     rng = np.random.default_rng(seed)
     kh, kw = (k, k) if isinstance(k, int) else k
     weight = (rng.standard_normal((oc, c // group, kh, kw)) / np.sqrt(c * kh * kw)).astype(np.float32)
@@ -32,20 +34,28 @@ def conv_model(n, c, h, w, oc, k, *, stride=1, pads=None, dilation=1, group=1, b
         attrs["auto_pad"] = auto_pad
     else:
         attrs["pads"] = pads if pads is not None else [k // 2] * 4 if isinstance(k, int) else [0] * 4
-    inputs = ["x", "W"] + (["B"] if bias else [])
-    nodes = [helper.make_node("Conv", inputs, ["c" if relu else "y"], name="conv", **attrs)]
-    if relu:
-        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
-    inits = [numpy_helper.from_array(weight, "W")] + ([numpy_helper.from_array(b, "B")] if bias else [])
-    g = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "oc", "oh", "ow"])], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    return model, x, weight, (b if bias else None), attrs
+    out_shape = reference([x], weight, b, attrs, False).shape
+    inputs = ["x", "W"] + (["B"] if bias else [])
+    nodes = [helper.make_node("Conv", inputs, ["conv" if residual or relu else "y"], name="conv", **attrs)]
+    feeds = [x]
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])]
+    if residual:
+        nodes.append(helper.make_node("Add", ["r", "conv"], ["sum" if relu else "y"], name="add"))
+        graph_inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, list(out_shape)))
+        feeds.append(rng.standard_normal(out_shape).astype(np.float32))
+    if relu:
+        nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="relu"))
+    inits = [numpy_helper.from_array(weight, "W")] + ([numpy_helper.from_array(b, "B")] if bias else [])
+    g = helper.make_graph(nodes, "conv", graph_inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(out_shape))], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return model, feeds, weight, (b if bias else None), attrs
 
 
-def reference(x, weight, b, attrs, relu):
-    xt = torch.from_numpy(x)
+def reference(feeds, weight, b, attrs, relu):
+    """PyTorch's CPU convolution of feeds[0], plus feeds[1] when given, then ReLU."""
+    xt = torch.from_numpy(feeds[0])
     if "auto_pad" in attrs:  # SAME_UPPER: the odd unit of padding at the end
         kh, kw = weight.shape[2:]
         ph, pw = kh - 1, kw - 1
@@ -57,6 +67,8 @@ def reference(x, weight, b, attrs, relu):
         pad = 0
     y = torch.nn.functional.conv2d(xt, torch.from_numpy(weight), None if b is None else torch.from_numpy(b),
                                    attrs["strides"], pad, attrs["dilations"], attrs["group"])
+    if len(feeds) > 1:
+        y = y + torch.from_numpy(feeds[1])
     return (y.relu() if relu else y).numpy()
 
 
@@ -80,6 +92,11 @@ CASES = {
     # Neither: grouped, or output channels not a multiple of 16 (ATen's convolution).
     "aten_grouped": dict(n=1, c=16, h=24, w=24, oc=32, k=3, group=4),
     "aten_odd_channels": dict(n=1, c=8, h=24, w=24, oc=10, k=3),
+    # A residual added after the convolution (resnet's blocks) is the convolution's fourth input, added before ReLU.
+    "winograd4_residual": dict(n=2, c=16, h=24, w=24, oc=32, k=3, residual=True),
+    "winograd2_residual": dict(n=1, c=32, h=14, w=14, oc=64, k=3, residual=True, relu=False),
+    "direct_residual": dict(n=1, c=16, h=15, w=15, oc=32, k=1, stride=2, pads=[0, 0, 0, 0], residual=True),
+    "aten_residual": dict(n=1, c=16, h=12, w=12, oc=32, k=3, group=2, residual=True),
 }
 
 
@@ -87,10 +104,10 @@ CASES = {
 def test_conv_matches_cpu(name):
     case = dict(CASES[name])
     relu = case.get("relu", True)
-    model, x, weight, b, attrs = conv_model(**case)
+    model, feeds, weight, b, attrs = conv_model(**case)
     rep = SoftnpuBackend.prepare(model, precision_mode="force_fp32")
-    (y,) = rep.run([x])
-    expected = reference(x, weight, b, attrs, relu)
+    (y,) = rep.run(feeds)
+    expected = reference(feeds, weight, b, attrs, relu)
     assert y.shape == expected.shape
     # Winograd's transforms add rounding steps: F(4x4)'s error is a few float32 ulps of the largest output.
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
@@ -104,6 +121,7 @@ def kernel_choice(model, tmp_path) -> list:
     r = subprocess.run([str(ATC), "--mode=1", f"--om={om}", f"--json={tmp_path / 'm.json'}"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     nodes = json.loads((tmp_path / "m.json").read_text())["nodes"]
+    assert [n["type"] for n in nodes] == ["Conv"], "Add and Relu fused into the convolution"
     return [(n["attributes"].get("softnpu_winograd", 0), n["attributes"].get("softnpu_direct", 0))
             for n in nodes if n["type"] == "Conv"]
 
@@ -111,7 +129,8 @@ def kernel_choice(model, tmp_path) -> list:
 @pytest.mark.parametrize("name,m,direct", [("winograd4", 4, 0), ("winograd4_batch", 4, 0), ("winograd2", 2, 0),
                                            ("direct_3x3_small_map", 0, 1), ("direct_stem", 0, 1),
                                            ("direct_dilated", 0, 1), ("aten_grouped", 0, 0),
-                                           ("aten_odd_channels", 0, 0)])
+                                           ("aten_odd_channels", 0, 0), ("winograd4_residual", 4, 0),
+                                           ("direct_residual", 0, 1), ("aten_residual", 0, 0)])
 def test_kernel_choice_by_filter_and_positions(name, m, direct, tmp_path):
     model, *_ = conv_model(**CASES[name])
     assert kernel_choice(model, tmp_path) == ([(m, direct)] if AVX512 else [(0, 0)])
@@ -121,7 +140,7 @@ def test_kernel_choice_by_filter_and_positions(name, m, direct, tmp_path):
 def test_winograd_filter_is_transformed_into_device_memory_at_load():
     """F(4x4)'s transformed filter is 36/9 = 4x the filter's bytes, and it is npu device memory: loading the model
     takes that much more of the device than its weights."""
-    model, x, weight, b, attrs = conv_model(n=1, c=64, h=32, w=32, oc=128, k=3)
+    model, feeds, weight, b, attrs = conv_model(n=1, c=64, h=32, w=32, oc=128, k=3)
     SoftnpuBackend.prepare(model, precision_mode="force_fp32")  # initializes ACL
     free0, _, ret = acl.rt.get_mem_info(1)
     assert ret == 0
@@ -130,19 +149,20 @@ def test_winograd_filter_is_transformed_into_device_memory_at_load():
     assert ret == 0
     transformed = 36 * 128 * 64 * 4
     assert free0 - free1 >= transformed
-    (y,) = rep.run([x])
-    np.testing.assert_allclose(y, reference(x, weight, b, attrs, True), rtol=1e-4, atol=1e-4)
+    (y,) = rep.run(feeds)
+    np.testing.assert_allclose(y, reference(feeds, weight, b, attrs, True), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["winograd4", "winograd2", "direct_stem", "aten_grouped"])
+@pytest.mark.parametrize("name", ["winograd4", "winograd2", "direct_stem", "aten_grouped", "winograd4_residual",
+                                  "direct_residual"])
 def test_force_fp16_conv_rounds_like_the_cube(name):
     """force_fp16: inputs and filter rounded to float16, float32 arithmetic, output stored as float16 values (by the
     kernel itself for softnpu's own kernels)."""
     case = dict(CASES[name])
-    model, x, weight, b, attrs = conv_model(**case)
-    (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp16").run([x])
+    model, feeds, weight, b, attrs = conv_model(**case)
+    (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp16").run(feeds)
     half = lambda a: a.astype(np.float16).astype(np.float32)  # noqa: E731
     assert np.array_equal(y, half(y)), "outputs are float16 values"
-    expected = half(reference(half(x), half(weight), half(b), attrs, case.get("relu", True)))
+    expected = half(reference([half(f) for f in feeds], half(weight), half(b), attrs, case.get("relu", True)))
     # One float16 ulp of the output, from the float32 sums' own rounding differences.
     np.testing.assert_allclose(y, expected, rtol=2 ** -10, atol=1e-3)

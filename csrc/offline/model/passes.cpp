@@ -1,6 +1,7 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
-// runs inside it, a bias added after a matmul becomes the GEMM's bias, 3x3 convolutions choose their Winograd tile;
+// runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution becomes its
+// fourth input, 3x3 convolutions choose their Winograd tile;
 // then the precision mode marks nodes.
 #include <ATen/ATen.h>
 
@@ -105,6 +106,44 @@ void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
   g.nodes = std::move(kept);
 }
 
+// Conv -> Add(., r) with r of the convolution's output shape and type (a residual connection): the convolution adds
+// r before its activation (Conv's fourth input, an extension only softnpu's kernel reads), so the sum is not another
+// pass over the activations. Shapes are the evaluation's.
+void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
+                       const std::map<std::string, AbstractValue>& values) {
+  auto u = uses(g, outputs);
+  auto shape_of = [&](const std::string& name) {
+    auto it = values.find(name);
+    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
+  };
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto& conv = g.nodes[i];
+    if (conv.op_type() != "Conv" || conv.output_size() != 1 || conv.input_size() > 3 ||
+        Attrs(conv).has("softnpu_activation") || u.count[conv.output(0)] != 1)
+      continue;
+    size_t ci = u.consumer[conv.output(0)];
+    auto& add = g.nodes[ci];
+    if (add.op_type() != "Add" || removed.count(ci) || add.input(0) == add.input(1)) continue;
+    const auto& other = add.input(0) == conv.output(0) ? add.input(1) : add.input(0);
+    auto y = shape_of(conv.output(0)), r = shape_of(other);
+    if (!y.defined() || !r.defined() || y.sizes() != r.sizes() || y.scalar_type() != r.scalar_type()) continue;
+    // The residual must exist before the convolution runs: produced by an earlier node, or an input or constant.
+    bool earlier = true;
+    for (size_t k = i; k < g.nodes.size() && earlier; ++k)
+      for (const auto& o : g.nodes[k].output()) earlier &= o != other;
+    if (!earlier) continue;
+    while (conv.input_size() < 3) conv.add_input("");
+    conv.add_input(other);
+    conv.set_output(0, add.output(0));
+    removed.insert(ci);
+  }
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
 // Conv / ConvTranspose / Gemm / MatMul -> Relu: the producer applies it in place on its output.
 void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
   auto u = uses(g, outputs);
@@ -180,6 +219,7 @@ void lower(Graph& g, const std::vector<std::string>& outputs, const std::map<std
   drop_dead_nodes(g, outputs);
   fold_batch_norm(g, outputs);
   fuse_matmul_bias(g, outputs);
+  fuse_residual_add(g, outputs, values);
   fuse_activation(g, outputs);
   drop_dead_nodes(g, outputs);
   choose_winograd(g, values);

@@ -28,7 +28,7 @@ struct Shape {
 // Positions p0 .. p0 + count - 1 by one panel of 16 NB output channels.
 template <int NB>
 void tile(const Shape& s, const float* x, const float* zeros, int64_t p0, int64_t count, const float* panel,
-          const float* bias, float* y, bool relu, bool half) {
+          const float* bias, const float* residual, float* y, bool relu, bool half) {
   const int64_t hw = s.oh * s.ow;
   const float* image[kTile];
   int64_t iy0[kTile], ix0[kTile];
@@ -79,13 +79,15 @@ void tile(const Shape& s, const float* x, const float* zeros, int64_t p0, int64_
   for (int j = 0; j < count; ++j)
     for (int q = 0; q < NB; ++q) {
       __m512 r = acc[j][q];
+      if (residual) r = _mm512_add_ps(r, _mm512_loadu_ps(residual + j * s.oc + 16 * q));
       if (relu) r = _mm512_max_ps(r, _mm512_setzero_ps());
       if (half) r = _mm512_cvtph_ps(_mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       _mm512_storeu_ps(y + j * s.oc + 16 * q, r);
     }
 }
 
-void run(const Shape& s, const float* x, const float* filter, const float* bias, float* y, bool relu, bool half) {
+void run(const Shape& s, const float* x, const float* filter, const float* bias, const float* residual, float* y,
+         bool relu, bool half) {
   const int64_t positions = s.n * s.oh * s.ow, tiles = (positions + kTile - 1) / kTile;
   const int64_t panels = (s.oc + kPanel - 1) / kPanel;
   // Consecutive items share a panel, so each thread reads its own part of the filter.
@@ -98,11 +100,12 @@ void run(const Shape& s, const float* x, const float* filter, const float* bias,
       const float* panel = filter + p * kPanel * s.kh * s.kw * s.c;
       const float* b = bias ? bias + p * kPanel : nullptr;
       float* out = y + p0 * s.oc + p * kPanel;
+      const float* res = residual ? residual + p0 * s.oc + p * kPanel : nullptr;
       switch (width / 16) {
-        case 4: tile<4>(s, x, zeros.data(), p0, count, panel, b, out, relu, half); break;
-        case 3: tile<3>(s, x, zeros.data(), p0, count, panel, b, out, relu, half); break;
-        case 2: tile<2>(s, x, zeros.data(), p0, count, panel, b, out, relu, half); break;
-        default: tile<1>(s, x, zeros.data(), p0, count, panel, b, out, relu, half); break;
+        case 4: tile<4>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
+        case 3: tile<3>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
+        case 2: tile<2>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
+        default: tile<1>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
       }
     }
   });
@@ -133,7 +136,7 @@ at::Tensor pack_filter(const at::Tensor& weight) {
   return packed;
 }
 
-at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias,
+at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias, const at::Tensor& residual,
                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, int64_t pad_top,
                 int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half) {
   auto in = x.contiguous(at::MemoryFormat::ChannelsLast);
@@ -142,8 +145,9 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor&
   auto y = at::empty({s.n, s.oc, s.oh, s.ow}, in.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (y.numel() == 0) return y;
   auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
+  auto r = residual.defined() ? residual.to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast) : residual;
   run(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), b.defined() ? b.const_data_ptr<float>() : nullptr,
-      y.data_ptr<float>(), relu, half);
+      r.defined() ? r.const_data_ptr<float>() : nullptr, y.data_ptr<float>(), relu, half);
   return y;
 }
 

@@ -21,10 +21,10 @@ bool supported(const at::Tensor& weight, int64_t group);
 // wide as OC's remainder).
 at::Tensor pack_filter(const at::Tensor& weight);
 
-// relu?(conv(x, weight) + bias) for a float NCHW-shaped x (any memory format), with the filter from pack_filter;
-// pad_top/pad_left are the begin pads, out_h/out_w the output size. Channels-last output, rounded to float16 values
-// when `half`.
-at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias,
+// relu?(conv(x, weight) + bias + residual) for a float NCHW-shaped x (any memory format), with the filter from
+// pack_filter; bias and residual (of the output's shape) may be undefined. pad_top/pad_left are the begin pads,
+// out_h/out_w the output size. Channels-last output, rounded to float16 values when `half`.
+at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias, const at::Tensor& residual,
                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, int64_t pad_top,
                 int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half);
 

@@ -72,6 +72,9 @@ at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int
   return at::constant_pad_nd(x, p, value);
 }
 
+// An optional input: undefined when absent.
+at::Tensor optional(const Tensors& in, size_t i) { return i < in.size() ? in[i] : at::Tensor(); }
+
 void activation(const OpContext& ctx, bool* relu) { *relu = ctx.attrs.s("softnpu_activation", "") == "Relu"; }
 
 Kernel conv(const OpContext& ctx) {
@@ -88,7 +91,7 @@ Kernel conv(const OpContext& ctx) {
       const auto& x = in[0];
       std::vector<int64_t> begin, end;
       onnx_pads(x, w, {3, 3}, &begin, &end);
-      out[0] = winograd::conv(x, in[1], m, in.size() > 2 ? in[2] : at::Tensor(), begin[0], begin[1],
+      out[0] = winograd::conv(x, in[1], m, optional(in, 2), optional(in, 3), begin[0], begin[1],
                               x.size(2) + begin[0] + end[0] - 2, x.size(3) + begin[1] + end[1] - 2, relu, half);
     };
   if (ctx.attrs.i("softnpu_direct", 0))
@@ -101,7 +104,8 @@ Kernel conv(const OpContext& ctx) {
       onnx_pads(x, w, kernel, &begin, &end);
       int64_t oh = (x.size(2) + begin[0] + end[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
       int64_t ow = (x.size(3) + begin[1] + end[1] - dil[1] * (kernel[1] - 1) - 1) / strides[1] + 1;
-      out[0] = direct::conv(x, filter, in.size() > 2 ? in[2] : at::Tensor(), strides, dil, begin[0], begin[1], oh, ow, relu, half);
+      out[0] = direct::conv(x, filter, optional(in, 2), optional(in, 3), strides, dil, begin[0], begin[1], oh, ow, relu,
+                            half);
     };
   return [w, group, relu](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
@@ -113,10 +117,10 @@ Kernel conv(const OpContext& ctx) {
     // Channels-last weights (the executor's layout) take channels-last activations.
     if (xp.dim() == 4 && weight.is_contiguous(at::MemoryFormat::ChannelsLast) && !weight.is_contiguous() && !xp.is_meta())
       xp = xp.contiguous(at::MemoryFormat::ChannelsLast);
-    at::Tensor bias = in.size() > 2 ? in[2] : at::Tensor();
-    auto y = at::convolution(xp, weight, bias, w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides, sym,
-                             w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, false,
+    auto y = at::convolution(xp, weight, optional(in, 2), w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides,
+                             sym, w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, false,
                              std::vector<int64_t>(n, 0), group);
+    if (in.size() > 3 && in[3].defined()) y.add_(in[3]);  // the residual the lowering fused (passes.cpp)
     if (relu) y.relu_();
     out[0] = y;
   };

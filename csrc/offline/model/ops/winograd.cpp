@@ -135,7 +135,8 @@ struct Shape {
 };
 
 template <int M>
-void run(const Shape& s, const float* x, const float* filter, const float* bias, float* y, bool relu, bool half) {
+void run(const Shape& s, const float* x, const float* filter, const float* bias, const float* residual, float* y,
+         bool relu, bool half) {
   constexpr int A = Transform<M>::A, X = A * A;
   const int64_t th = (s.oh + M - 1) / M, tw = (s.ow + M - 1) / M, tiles = s.n * th * tw;
   const int64_t panels = (s.oc + kPanel - 1) / kPanel;
@@ -202,10 +203,12 @@ void run(const Shape& s, const float* x, const float* filter, const float* bias,
           for (int i = 0; i < M; ++i)
             for (int j = 0; j < M; ++j) {
               if (oy0 + i >= s.oh || ox0 + j >= s.ow) continue;
+              const int64_t at = ((oy0 + i) * s.ow + ox0 + j) * s.oc + oc;
               __m512 z = _mm512_add_ps(o[i * M + j], b);
+              if (residual) z = _mm512_add_ps(z, _mm512_loadu_ps(residual + img * s.oh * s.ow * s.oc + at));
               if (relu) z = _mm512_max_ps(z, _mm512_setzero_ps());
               if (half) z = to_half_values(z);
-              _mm512_storeu_ps(out + ((oy0 + i) * s.ow + ox0 + j) * s.oc + oc, z);
+              _mm512_storeu_ps(out + at, z);
             }
         }
       }
@@ -258,18 +261,21 @@ int tile_size(const at::Tensor& weight, int64_t group, const std::vector<int64_t
 
 at::Tensor transform_filter(const at::Tensor& weight, int m) { return m == 2 ? transform<2>(weight) : transform<4>(weight); }
 
-at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::Tensor& bias, int64_t pad_top,
-                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half) {
+at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::Tensor& bias,
+                const at::Tensor& residual, int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w, bool relu,
+                bool half) {
   auto in = x.contiguous(at::MemoryFormat::ChannelsLast);
   Shape s{in.size(0), in.size(1), in.size(2), in.size(3), filter.size(1), out_h, out_w, pad_top, pad_left};
   auto y = at::empty({s.n, s.oc, s.oh, s.ow}, in.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (y.numel() == 0) return y;
   auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
   const float* bp = b.defined() ? b.const_data_ptr<float>() : nullptr;
+  auto r = residual.defined() ? residual.to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast) : residual;
+  const float* rp = r.defined() ? r.const_data_ptr<float>() : nullptr;
   if (m == 2)
-    run<2>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu, half);
+    run<2>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, rp, y.data_ptr<float>(), relu, half);
   else
-    run<4>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, y.data_ptr<float>(), relu, half);
+    run<4>(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), bp, rp, y.data_ptr<float>(), relu, half);
   return y;
 }
 

@@ -27,10 +27,12 @@ int tile_size(const at::Tensor& weight, int64_t group, const std::vector<int64_t
 // stored as OC/64 panels of [C, 64] (the last panel as wide as OC's remainder, a multiple of 16).
 at::Tensor transform_filter(const at::Tensor& weight, int m);
 
-// relu?(conv(x, weight) + bias) for a float NCHW-shaped x (any memory format), with the filter from transform_filter;
-// pad_top/pad_left are the begin pads, out_h/out_w the output size (the end pads follow). Channels-last output,
-// rounded to float16 values when `half` (an fp16 node's storage, in the same pass).
-at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::Tensor& bias, int64_t pad_top,
-                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half);
+// relu?(conv(x, weight) + bias + residual) for a float NCHW-shaped x (any memory format), with the filter from
+// transform_filter; bias and residual (of the output's shape) may be undefined. pad_top/pad_left are the begin pads,
+// out_h/out_w the output size (the end pads follow). Channels-last output, rounded to float16 values when `half` (an
+// fp16 node's storage, in the same pass).
+at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, int m, const at::Tensor& bias,
+                const at::Tensor& residual, int64_t pad_top, int64_t pad_left, int64_t out_h, int64_t out_w, bool relu,
+                bool half);
 
 }  // namespace softnpu::offline::winograd
