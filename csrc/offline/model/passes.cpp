@@ -60,6 +60,14 @@ void drop_dead_nodes(Graph& g, const std::vector<std::string>& outputs) {
     it = needed.count(it->first) ? std::next(it) : g.constants.erase(it);
 }
 
+// Drops the nodes at these indices (fused into another).
+void erase_nodes(Graph& g, const std::set<size_t>& removed) {
+  std::vector<onnx::NodeProto> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
 bool is_const(const Graph& g, const std::string& name) { return !name.empty() && g.constants.count(name); }
 
 // Conv -> BatchNormalization (inference): W' = W * s, B' = (B - mean) * s + beta, with s = gamma / sqrt(var + eps).
@@ -100,10 +108,7 @@ void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
     conv.set_output(0, bn.output(0));
     removed.insert(ci);
   }
-  std::vector<onnx::NodeProto> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, removed);
 }
 
 // Conv -> Add(., r) with r of the convolution's output shape and type (a residual connection): the convolution adds
@@ -138,10 +143,7 @@ void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
     conv.set_output(0, add.output(0));
     removed.insert(ci);
   }
-  std::vector<onnx::NodeProto> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, removed);
 }
 
 // Conv / ConvTranspose / Gemm / MatMul -> Relu: the producer applies it in place on its output.
@@ -160,10 +162,7 @@ void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
     n.set_output(0, act.output(0));
     removed.insert(ci);
   }
-  std::vector<onnx::NodeProto> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, removed);
 }
 
 // MatMul(x, W) -> Add(., b) with constant 2-D W and 1-D b of W's columns: one GEMM with its bias (MatMul's third
@@ -187,10 +186,7 @@ void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
     mm.set_output(0, add.output(0));
     removed.insert(ci);
   }
-  std::vector<onnx::NodeProto> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  erase_nodes(g, removed);
 }
 
 // Conv with a 3x3 filter and stride 1 -> Winograd F(m x m, 3 x 3) (winograd.h), marked with its m; the executor
