@@ -39,7 +39,10 @@ def test_the_choice_follows_the_host():
     for dtype, units in (("float16", ("avx512_fp16", "amx_fp16")), ("bfloat16", ("avx512_bf16", "amx_bf16"))):
         present = [u for u in units if features[u]]
         if present:
-            assert compute[dtype] == f"ATen's kernel in {dtype} (the host has {present[-1]})", compute
+            expected = f"ATen's kernel in {dtype} (the host has {present[-1]})"
+            if dtype == "float16":  # oneDNN has no fast float16 convolution backward, even with native units
+                expected += "; convolution_backward in float32 compute"
+            assert compute[dtype] == expected, compute
         else:
             expected = f"float32 compute (the host has no {units[0]} or {units[1]})"
             if dtype == "float16":
