@@ -4,6 +4,7 @@
 
 #include "model/ops/direct_conv.h"
 #include "model/ops/op.h"
+#include "model/ops/pooling.h"
 #include "model/ops/winograd.h"
 
 namespace softnpu::offline {
@@ -341,6 +342,8 @@ Kernel max_pool(const OpContext& ctx) {
       return;
     }
     if (n == 1) y = at::max_pool1d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
+    else if (n == 2 && pooling::supported(xf) && dil == std::vector<int64_t>{1, 1})
+      y = pooling::max_pool2d(xf, w.kernel, strides, sym, w.ceil_mode);
     else if (n == 2) y = at::max_pool2d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
     else if (n == 3) y = at::max_pool3d(xf, w.kernel, strides, sym, dil, w.ceil_mode);
     else throw Unsupported("pooling over " + std::to_string(n) + " dims");
