@@ -80,6 +80,7 @@ struct Policy {
   CubeCompute bfloat16 = CubeCompute::kNative;
   std::string why_half, why_bfloat16;
   bool mkl_half_gemm = false;  // float16 GEMMs on the float32 route through cblas_gemm_f16f16f32 (run_half_gemm)
+  bool half_on_every_host = true;  // kHalfOnEveryHost ops convert float16 (not when SOFTNPU_HALF_COMPUTE=native)
 };
 
 // MKL's half-precision GEMM pays only where MKL dispatches its tuned kernels, on Intel CPUs: there it runs at sgemm's
@@ -113,6 +114,7 @@ const Policy& policy() {
     Policy p;
     p.mkl_half_gemm = cblas_gemm_f16f16f32 && intel_host();
     const HalfCompute forced = half_compute();
+    p.half_on_every_host = forced != HalfCompute::kNative;
     if (forced != HalfCompute::kAuto) {
       const CubeCompute c = forced == HalfCompute::kNative ? CubeCompute::kNative : CubeCompute::kFloat32;
       p.half = p.bfloat16 = c;
@@ -135,7 +137,7 @@ const Policy& policy() {
 }
 
 bool converts(c10::ScalarType dtype, unsigned dtypes) {
-  if (dtype == c10::kHalf && (dtypes & kHalfOnEveryHost) && half_compute() != HalfCompute::kNative) return true;
+  if (dtype == c10::kHalf && (dtypes & kHalfOnEveryHost) && policy().half_on_every_host) return true;
   const unsigned bit = dtype == c10::kHalf ? kHalfOnly : dtype == c10::kBFloat16 ? kBFloat16Only : 0;
   return (dtypes & bit) && cube_compute(dtype) == CubeCompute::kFloat32;
 }
@@ -217,7 +219,7 @@ std::string cube_description() {
   std::string half = line("float16", p.half, p.why_half);
   if (p.half == CubeCompute::kFloat32 && p.mkl_half_gemm)
     half += "; mm, addmm, bmm and baddbmm through MKL's cblas_gemm_f16f16f32";
-  if (p.half == CubeCompute::kNative && half_compute() != HalfCompute::kNative)
+  if (p.half == CubeCompute::kNative && p.half_on_every_host)
     half += "; convolution_backward in float32 compute";
   return half + "\n" + line("bfloat16", p.bfloat16, p.why_bfloat16);
 }

@@ -55,18 +55,6 @@ at::Tensor device_copy(const at::Tensor& t, at::MemoryFormat format = at::Memory
                        at::TensorOptions().dtype(t.scalar_type()));
 }
 
-void set_int_attr(onnx::NodeProto& n, const std::string& name, int64_t value) {
-  for (auto& a : *n.mutable_attribute())
-    if (a.name() == name) {
-      a.set_i(value);
-      return;
-    }
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(value);
-}
-
 class LoadedModel final : public Model {
  public:
   explicit LoadedModel(Graph g) : g_(std::move(g)) {}

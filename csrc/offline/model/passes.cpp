@@ -1,8 +1,7 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
 // runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution becomes its
-// fourth input, 3x3 convolutions choose their Winograd tile;
-// then the precision mode marks nodes.
+// fourth input, 3x3 convolutions choose their Winograd tile; then the precision mode marks nodes.
 #include <ATen/ATen.h>
 
 #include <map>
@@ -22,13 +21,6 @@ void set_attr_s(onnx::NodeProto& n, const std::string& name, const std::string& 
   a->set_name(name);
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(value);
-}
-
-void set_attr_i(onnx::NodeProto& n, const std::string& name, int64_t value) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(value);
 }
 
 struct Uses {
@@ -203,7 +195,7 @@ void choose_winograd(Graph& g, const std::map<std::string, AbstractValue>& value
     Attrs a(n);
     int m = winograd::tile_size(g.constants[n.input(1)], a.i("group", 1), a.ints("strides", {1, 1}),
                                 a.ints("dilations", {1, 1}), out.size(0) * out.size(2) * out.size(3));
-    if (m) set_attr_i(n, "softnpu_winograd", m);
+    if (m) set_int_attr(n, "softnpu_winograd", m);
   }
 }
 

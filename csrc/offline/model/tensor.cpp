@@ -250,6 +250,18 @@ void to_proto(const at::Tensor& t, const std::string& name, onnx::TensorProto* p
   p->set_raw_data(std::string(static_cast<const char*>(c.data_ptr()), c.nbytes()));
 }
 
+void set_int_attr(onnx::NodeProto& node, const std::string& name, int64_t value) {
+  for (auto& a : *node.mutable_attribute())
+    if (a.name() == name) {
+      a.set_i(value);
+      return;
+    }
+  auto* a = node.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
 const onnx::AttributeProto* Attrs::find(const std::string& name) const {
   for (const auto& a : node_.attribute())
     if (a.name() == name) return &a;

@@ -28,6 +28,9 @@ struct DataDependent : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Sets an INT attribute of a node, replacing one of that name (the lowering's and the executor's marks).
+void set_int_attr(onnx::NodeProto& node, const std::string& name, int64_t value);
+
 class Attrs {
  public:
   explicit Attrs(const onnx::NodeProto& node) : node_(node) {}
