@@ -39,6 +39,7 @@ struct Step {
   std::vector<int> in, out;
   std::vector<int> release;  // slots dead after this step
   enum Precision { kKeep, kFp16, kFp32 } precision = kKeep;
+  bool own_kernel = false;     // softnpu's own convolution or matrix kernel (the thread pool's cheap hand-out)
   bool round_out = false;      // fp16: its float outputs rounded (not for ops that keep float16 values)
   std::vector<bool> round_in;  // fp16: the inputs not already rounded (by the conversion or an fp16 producer)
 };
@@ -53,6 +54,21 @@ at::Tensor device_copy(const at::Tensor& t, at::MemoryFormat format = at::Memory
   if (c.nbytes()) std::memcpy(p, c.data_ptr(), c.nbytes());
   return at::from_blob(p, t.sizes(), c.strides(), [](void* q) { snpuFree(q); },
                        at::TensorOptions().dtype(t.scalar_type()));
+}
+
+// A MatMul or Gemm whose constant matrix the direct kernel can take: a matrix times it, plus a bias of its columns
+// (Gemm: transA 0, alpha and beta 1, C absent or a constant of N values; MatMul's fused bias is).
+bool packable_matmul(const onnx::NodeProto& n, const std::map<std::string, at::Tensor>& constants) {
+  if (n.input_size() < 2 || !constants.count(n.input(1))) return false;
+  if (n.op_type() == "MatMul") return true;
+  if (n.op_type() != "Gemm") return false;
+  Attrs a(n);
+  if (a.i("transA", 0) || a.f("alpha", 1.f) != 1.f || a.f("beta", 1.f) != 1.f) return false;
+  if (n.input_size() < 3 || n.input(2).empty()) return true;
+  auto c = constants.find(n.input(2));
+  const auto& b = constants.at(n.input(1));
+  int64_t cols = b.dim() == 2 ? b.size(a.i("transB", 0) ? 0 : 1) : -1;
+  return c != constants.end() && c->second.numel() == cols && (c->second.dim() == 1 || c->second.size(0) == 1);
 }
 
 class LoadedModel final : public Model {
@@ -72,8 +88,10 @@ class LoadedModel final : public Model {
     // kernels, Winograd's transformed filter if conversion chose Winograd for the node (passes.cpp), else the direct
     // kernel's packed filter (direct_conv.h); a filter read by anything else stays as it is, and its convolutions
     // run ATen's. ATen's filters are kept channels-last, the layout oneDNN's convolutions run fastest in (their
-    // activations follow: the kernel converts its input, and elementwise ops and pooling keep the format).
-    constexpr int kAsIs = 0, kDirect = 1;  // else Winograd's m (2 or 4)
+    // activations follow: the kernel converts its input, and elementwise ops and pooling keep the format). The
+    // constant matrix of a MatMul or Gemm is packed for the direct kernel the same way (a matrix product is its 1x1
+    // convolution), when nothing else reads it.
+    constexpr int kAsIs = 0, kDirect = 1, kMatrix = 8, kMatrixT = 9;  // else Winograd's m (2 or 4)
     std::map<std::string, int> layout;
     std::set<std::string> conv_weights;
     auto read_as = [&](const std::string& name, int l) {
@@ -91,11 +109,16 @@ class LoadedModel final : public Model {
           l = direct::supported(w, a.i("group", 1)) ? (m ? m : kDirect) : kAsIs;
           conv_weights.insert(n.input(1));
         }
+        if (i == 1 && packable_matmul(n, g_.constants)) {
+          bool transposed = n.op_type() == "Gemm" && Attrs(n).i("transB", 0);
+          if (direct::matrix_supported(g_.constants.at(n.input(1)), transposed)) l = transposed ? kMatrixT : kMatrix;
+        }
         read_as(n.input(i), l);
       }
     for (auto& n : g_.nodes) {
-      if (n.op_type() != "Conv") continue;
       int l = n.input_size() > 1 && layout.count(n.input(1)) ? layout.at(n.input(1)) : kAsIs;
+      if (n.op_type() == "MatMul" || n.op_type() == "Gemm") set_int_attr(n, "softnpu_packed", l == kMatrix || l == kMatrixT);
+      if (n.op_type() != "Conv") continue;
       set_int_attr(n, "softnpu_winograd", l == kAsIs || l == kDirect ? 0 : l);
       set_int_attr(n, "softnpu_direct", l == kDirect);
     }
@@ -105,6 +128,8 @@ class LoadedModel final : public Model {
       at::Tensor stored;
       if (l == kDirect)
         stored = device_copy(direct::pack_filter(t));
+      else if (l == kMatrix || l == kMatrixT)
+        stored = device_copy(direct::pack_matrix(t, l == kMatrixT));
       else if (l != kAsIs)
         stored = device_copy(winograd::transform_filter(t, l));
       else
@@ -131,10 +156,11 @@ class LoadedModel final : public Model {
         if (!i.empty()) last_use[slot.at(i)] = steps_.size();
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
+      Attrs a(n);
+      st.own_kernel = a.i("softnpu_winograd", 0) || a.i("softnpu_direct", 0) || a.i("softnpu_packed", 0);
       if (st.precision == Step::kFp16) {
-        // softnpu's own convolution kernels store float16 values themselves (nn.cpp).
-        bool own_conv = n.op_type() == "Conv" && (Attrs(n).i("softnpu_winograd", 0) || Attrs(n).i("softnpu_direct", 0));
-        st.round_out = !keeps_half_values(n.op_type()) && !own_conv;
+        // softnpu's own convolution and matrix kernels store float16 values themselves (nn.cpp).
+        st.round_out = !keeps_half_values(n.op_type()) && !st.own_kernel;
         for (size_t k = 0; k < st.in.size(); ++k)
           st.round_in.push_back(st.in[k] >= 0 && !rounded.count(st.in[k]) && !is_value_input(*def, static_cast<int>(k)));
         rounded.insert(st.out.begin(), st.out.end());
@@ -257,7 +283,7 @@ class LoadedModel final : public Model {
         if (st.precision != Step::kKeep) round_inputs(st, in);
         out.assign(st.out.size(), at::Tensor());
         auto& step_bytes = m.step_bytes_[&st - m.steps_.data()];
-        set_kernel_threads(step_bytes.load(std::memory_order_relaxed) >= kParallelStepBytes ? team : 1);
+        set_kernel_threads(st.own_kernel || step_bytes.load(std::memory_order_relaxed) >= kParallelStepBytes ? team : 1);
         st.kernel(in, out);
         if (st.round_out) {
           round_outputs(in, out);

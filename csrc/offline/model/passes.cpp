@@ -1,7 +1,7 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
-// runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution becomes its
-// fourth input, 3x3 convolutions choose their Winograd tile; then the precision mode marks nodes.
+// runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution or matmul
+// becomes its fourth input, 3x3 convolutions choose their Winograd tile; then the precision mode marks nodes.
 #include <ATen/ATen.h>
 
 #include <map>
@@ -103,9 +103,9 @@ void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
   erase_nodes(g, removed);
 }
 
-// Conv -> Add(., r) with r of the convolution's output shape and type (a residual connection): the convolution adds
-// r before its activation (Conv's fourth input, an extension only softnpu's kernel reads), so the sum is not another
-// pass over the activations. Shapes are the evaluation's.
+// Conv / MatMul / Gemm -> Add(., r) with r of the node's output shape and type (a residual connection): the node adds
+// r before its activation (a fourth input, an extension only softnpu's kernels read), so the sum is not another pass
+// over the activations. Shapes are the evaluation's.
 void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
                        const std::map<std::string, AbstractValue>& values) {
   auto u = uses(g, outputs);
@@ -115,30 +115,32 @@ void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
   };
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    auto& conv = g.nodes[i];
-    if (conv.op_type() != "Conv" || conv.output_size() != 1 || conv.input_size() > 3 ||
-        Attrs(conv).has("softnpu_activation") || u.count[conv.output(0)] != 1)
+    auto& n = g.nodes[i];
+    const auto& t = n.op_type();
+    if ((t != "Conv" && t != "MatMul" && t != "Gemm") || n.output_size() != 1 || n.input_size() > 3 ||
+        Attrs(n).has("softnpu_activation") || u.count[n.output(0)] != 1)
       continue;
-    size_t ci = u.consumer[conv.output(0)];
+    size_t ci = u.consumer[n.output(0)];
     auto& add = g.nodes[ci];
     if (add.op_type() != "Add" || removed.count(ci) || add.input(0) == add.input(1)) continue;
-    const auto& other = add.input(0) == conv.output(0) ? add.input(1) : add.input(0);
-    auto y = shape_of(conv.output(0)), r = shape_of(other);
+    const auto& other = add.input(0) == n.output(0) ? add.input(1) : add.input(0);
+    auto y = shape_of(n.output(0)), r = shape_of(other);
     if (!y.defined() || !r.defined() || y.sizes() != r.sizes() || y.scalar_type() != r.scalar_type()) continue;
-    // The residual must exist before the convolution runs: produced by an earlier node, or an input or constant.
+    // The residual must exist before the node runs: produced by an earlier node, or an input or constant.
     bool earlier = true;
     for (size_t k = i; k < g.nodes.size() && earlier; ++k)
       for (const auto& o : g.nodes[k].output()) earlier &= o != other;
     if (!earlier) continue;
-    while (conv.input_size() < 3) conv.add_input("");
-    conv.add_input(other);
-    conv.set_output(0, add.output(0));
+    while (n.input_size() < 3) n.add_input("");
+    n.add_input(other);
+    n.set_output(0, add.output(0));
     removed.insert(ci);
   }
   erase_nodes(g, removed);
 }
 
-// Conv / ConvTranspose / Gemm / MatMul -> Relu: the producer applies it in place on its output.
+// Conv / ConvTranspose / Gemm / MatMul -> Relu, and Gemm / MatMul -> Gelu: the producer applies it to its output (in
+// its kernel's epilogue, or in place after ATen's).
 void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
   auto u = uses(g, outputs);
   std::set<size_t> removed;
@@ -149,8 +151,15 @@ void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
     if (n.output_size() != 1 || Attrs(n).has("softnpu_activation") || u.count[n.output(0)] != 1) continue;
     size_t ci = u.consumer[n.output(0)];
     auto& act = g.nodes[ci];
-    if (act.op_type() != "Relu" || removed.count(ci)) continue;
-    set_attr_s(n, "softnpu_activation", "Relu");
+    if (removed.count(ci)) continue;
+    std::string fused;
+    if (act.op_type() == "Relu") fused = "Relu";
+    if (act.op_type() == "Gelu" && (t == "Gemm" || t == "MatMul")) {
+      auto form = Attrs(act).s("approximate", "none");
+      fused = form == "none" ? "Gelu" : form == "tanh" ? "GeluTanh" : "";
+    }
+    if (fused.empty()) continue;
+    set_attr_s(n, "softnpu_activation", fused);
     n.set_output(0, act.output(0));
     removed.insert(ci);
   }

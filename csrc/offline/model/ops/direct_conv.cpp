@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "model/ops/thread_pool.h"
 #include "model/ops/winograd.h"
 
 namespace softnpu::offline::direct {
@@ -25,10 +26,55 @@ struct Shape {
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
 
+// e^x to about two ulp (Cephes' expf: x = n ln2 + r, a polynomial in r, times 2^n).
+__m512 exp_ps(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// GELU: x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7); or its tanh
+// approximation, tanh(u) = 1 - 2 / (1 + e^2u).
+__m512 gelu_ps(__m512 x, bool tanh_form) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
+  if (tanh_form) {
+    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+    const __m512 e = exp_ps(_mm512_add_ps(u, u));
+    const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.f), _mm512_add_ps(one, e)));
+    return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t));
+  }
+  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678f));
+  const __m512 a = _mm512_abs_ps(z);
+  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, one));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f}) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
+  __m512 erf = _mm512_fnmadd_ps(p, e, one);  // erf(|z|)
+  erf = _mm512_mask_sub_ps(erf, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), erf);
+  return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, erf));
+}
+
+__m512 activate(__m512 r, Activation act) {
+  switch (act) {
+    case Activation::kRelu: return _mm512_max_ps(r, _mm512_setzero_ps());
+    case Activation::kGelu: return gelu_ps(r, false);
+    case Activation::kGeluTanh: return gelu_ps(r, true);
+    default: return r;
+  }
+}
+
 // Positions p0 .. p0 + count - 1 by one panel of 16 NB output channels.
 template <int NB>
 void tile(const Shape& s, const float* x, const float* zeros, int64_t p0, int64_t count, const float* panel,
-          const float* bias, const float* residual, float* y, bool relu, bool half) {
+          const float* bias, const float* residual, float* y, Activation act, bool half) {
   const int64_t hw = s.oh * s.ow;
   const float* image[kTile];
   int64_t iy0[kTile], ix0[kTile];
@@ -80,18 +126,18 @@ void tile(const Shape& s, const float* x, const float* zeros, int64_t p0, int64_
     for (int q = 0; q < NB; ++q) {
       __m512 r = acc[j][q];
       if (residual) r = _mm512_add_ps(r, _mm512_loadu_ps(residual + j * s.oc + 16 * q));
-      if (relu) r = _mm512_max_ps(r, _mm512_setzero_ps());
+      r = activate(r, act);
       if (half) r = _mm512_cvtph_ps(_mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       _mm512_storeu_ps(y + j * s.oc + 16 * q, r);
     }
 }
 
 void run(const Shape& s, const float* x, const float* filter, const float* bias, const float* residual, float* y,
-         bool relu, bool half) {
+         Activation act, bool half) {
   const int64_t positions = s.n * s.oh * s.ow, tiles = (positions + kTile - 1) / kTile;
   const int64_t panels = (s.oc + kPanel - 1) / kPanel;
   // Consecutive items share a panel, so each thread reads its own part of the filter.
-  at::parallel_for(0, panels * tiles, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(panels * tiles, at::get_num_threads(), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> zeros;
     if (zeros.size() < static_cast<size_t>(s.kw * s.c)) zeros.resize(s.kw * s.c, 0.f);
     for (int64_t item = begin; item < end; ++item) {
@@ -102,10 +148,10 @@ void run(const Shape& s, const float* x, const float* filter, const float* bias,
       float* out = y + p0 * s.oc + p * kPanel;
       const float* res = residual ? residual + p0 * s.oc + p * kPanel : nullptr;
       switch (width / 16) {
-        case 4: tile<4>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
-        case 3: tile<3>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
-        case 2: tile<2>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
-        default: tile<1>(s, x, zeros.data(), p0, count, panel, b, res, out, relu, half); break;
+        case 4: tile<4>(s, x, zeros.data(), p0, count, panel, b, res, out, act, half); break;
+        case 3: tile<3>(s, x, zeros.data(), p0, count, panel, b, res, out, act, half); break;
+        case 2: tile<2>(s, x, zeros.data(), p0, count, panel, b, res, out, act, half); break;
+        default: tile<1>(s, x, zeros.data(), p0, count, panel, b, res, out, act, half); break;
       }
     }
   });
@@ -138,7 +184,7 @@ at::Tensor pack_filter(const at::Tensor& weight) {
 
 at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor& bias, const at::Tensor& residual,
                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, int64_t pad_top,
-                int64_t pad_left, int64_t out_h, int64_t out_w, bool relu, bool half) {
+                int64_t pad_left, int64_t out_h, int64_t out_w, Activation act, bool half) {
   auto in = x.contiguous(at::MemoryFormat::ChannelsLast);
   Shape s{in.size(0), in.size(1), in.size(2), in.size(3), filter.size(0), filter.size(1), filter.size(2),
           strides[0], strides[1], dilations[0], dilations[1], pad_top, pad_left, out_h, out_w};
@@ -147,8 +193,35 @@ at::Tensor conv(const at::Tensor& x, const at::Tensor& filter, const at::Tensor&
   auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
   auto r = residual.defined() ? residual.to(at::kFloat).contiguous(at::MemoryFormat::ChannelsLast) : residual;
   run(s, in.const_data_ptr<float>(), filter.const_data_ptr<float>(), b.defined() ? b.const_data_ptr<float>() : nullptr,
-      r.defined() ? r.const_data_ptr<float>() : nullptr, y.data_ptr<float>(), relu, half);
+      r.defined() ? r.const_data_ptr<float>() : nullptr, y.data_ptr<float>(), act, half);
   return y;
+}
+
+bool matrix_supported(const at::Tensor& b, bool transposed) {
+  return winograd::available() && b.dim() == 2 && b.scalar_type() == at::kFloat && b.size(transposed ? 0 : 1) % 16 == 0;
+}
+
+at::Tensor pack_matrix(const at::Tensor& b, bool transposed) {
+  auto nk = transposed ? b : b.t();
+  return pack_filter(nk.reshape({nk.size(0), nk.size(1), 1, 1}));
+}
+
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& packed, const at::Tensor& bias, const at::Tensor& residual,
+                  Activation act, bool half) {
+  const int64_t k = packed.size(3), n = packed.size(0);
+  TORCH_CHECK(a.dim() >= 1 && a.size(-1) == k, "MatMul: the input's last dim is ", a.size(-1), ", the matrix has ", k,
+              " rows");
+  auto rows = a.to(at::kFloat).reshape({-1, k}).contiguous();
+  auto sizes = a.sizes().vec();
+  sizes.back() = n;  // [..., N]; a vector times a matrix is [N]
+  auto y = at::empty({rows.size(0), n}, rows.options());
+  if (y.numel() == 0) return y.view(sizes);
+  auto b = bias.defined() ? bias.to(at::kFloat).contiguous() : bias;
+  auto r = residual.defined() ? residual.to(at::kFloat).expand(sizes).contiguous() : residual;
+  Shape s{rows.size(0), k, 1, 1, n, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+  run(s, rows.const_data_ptr<float>(), packed.const_data_ptr<float>(), b.defined() ? b.const_data_ptr<float>() : nullptr,
+      r.defined() ? r.const_data_ptr<float>() : nullptr, y.data_ptr<float>(), act, half);
+  return y.view(sizes);
 }
 
 }  // namespace softnpu::offline::direct

@@ -76,13 +76,27 @@ at::Tensor pad_input(const at::Tensor& x, const Window& w, const std::vector<int
 // An optional input: undefined when absent.
 at::Tensor optional(const Tensors& in, size_t i) { return i < in.size() ? in[i] : at::Tensor(); }
 
-void activation(const OpContext& ctx, bool* relu) { *relu = ctx.attrs.s("softnpu_activation", "") == "Relu"; }
+using direct::Activation;
+
+// The activation the lowering fused into the node (passes.cpp).
+Activation activation(const OpContext& ctx) {
+  auto a = ctx.attrs.s("softnpu_activation", "");
+  return a == "Relu" ? Activation::kRelu : a == "Gelu" ? Activation::kGelu : a == "GeluTanh" ? Activation::kGeluTanh
+                                                                                             : Activation::kNone;
+}
+
+// The fused activation on ATen's output, in place.
+void activate_(at::Tensor& y, Activation act) {
+  if (act == Activation::kRelu) y.relu_();
+  if (act == Activation::kGelu) at::gelu_(y, "none");
+  if (act == Activation::kGeluTanh) at::gelu_(y, "tanh");
+}
 
 Kernel conv(const OpContext& ctx) {
   auto w = window(ctx);
   int64_t group = ctx.attrs.i("group", 1);
-  bool relu;
-  activation(ctx, &relu);
+  auto act = activation(ctx);
+  bool relu = act == Activation::kRelu;  // the lowering fuses no other activation into a convolution
   // The executor's layout pass gave the node a transformed filter: Winograd's (m) or the direct kernel's. Their
   // kernels store an fp16 node's output as float16 values themselves (the executor does not round it again).
   int m = static_cast<int>(ctx.attrs.i("softnpu_winograd", 0));
@@ -96,7 +110,7 @@ Kernel conv(const OpContext& ctx) {
                               x.size(2) + begin[0] + end[0] - 2, x.size(3) + begin[1] + end[1] - 2, relu, half);
     };
   if (ctx.attrs.i("softnpu_direct", 0))
-    return [w, relu, half](const Tensors& in, Tensors& out) {
+    return [w, act, half](const Tensors& in, Tensors& out) {
       const auto& x = in[0];
       const auto& filter = in[1];  // [OC, KH, KW, C] in size
       std::vector<int64_t> kernel{filter.size(1), filter.size(2)}, begin, end;
@@ -105,10 +119,10 @@ Kernel conv(const OpContext& ctx) {
       onnx_pads(x, w, kernel, &begin, &end);
       int64_t oh = (x.size(2) + begin[0] + end[0] - dil[0] * (kernel[0] - 1) - 1) / strides[0] + 1;
       int64_t ow = (x.size(3) + begin[1] + end[1] - dil[1] * (kernel[1] - 1) - 1) / strides[1] + 1;
-      out[0] = direct::conv(x, filter, optional(in, 2), optional(in, 3), strides, dil, begin[0], begin[1], oh, ow, relu,
+      out[0] = direct::conv(x, filter, optional(in, 2), optional(in, 3), strides, dil, begin[0], begin[1], oh, ow, act,
                             half);
     };
-  return [w, group, relu](const Tensors& in, Tensors& out) {
+  return [w, group, act](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
     const auto& weight = in[1];
     std::vector<int64_t> kernel(weight.sizes().begin() + 2, weight.sizes().end());
@@ -122,7 +136,7 @@ Kernel conv(const OpContext& ctx) {
                              sym, w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations, false,
                              std::vector<int64_t>(n, 0), group);
     if (in.size() > 3 && in[3].defined()) y.add_(in[3]);  // the residual the lowering fused (passes.cpp)
-    if (relu) y.relu_();
+    activate_(y, act);
     out[0] = y;
   };
 }
@@ -134,8 +148,7 @@ Kernel conv_transpose(const OpContext& ctx) {
   int64_t group = ctx.attrs.i("group", 1);
   auto output_padding = ctx.attrs.ints("output_padding");
   auto output_shape = ctx.attrs.ints("output_shape");
-  bool relu;
-  activation(ctx, &relu);
+  auto act = activation(ctx);
   return [=](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
     const auto& weight = in[1];
@@ -177,16 +190,26 @@ Kernel conv_transpose(const OpContext& ctx) {
     std::vector<int64_t> bshape(y.dim(), 1);
     bshape[1] = -1;
     y = bias.defined() ? y + bias.reshape(bshape) : y.contiguous();
-    if (relu) y.relu_();
+    activate_(y, act);
     out[0] = y;
   };
 }
 
+// A Gemm or MatMul whose matrix the executor's layout pass packed (softnpu_packed): softnpu's kernel, with the bias,
+// the residual (the fourth input) and the activation in its epilogue, and the fp16 node's rounding of its output.
+Kernel packed_matmul(const OpContext& ctx) {
+  auto act = activation(ctx);
+  bool half = ctx.attrs.s("softnpu_precision", "") == "fp16";
+  return [act, half](const Tensors& in, Tensors& out) {
+    out[0] = direct::matmul(in[0], in[1], optional(in, 2), optional(in, 3), act, half);
+  };
+}
+
 Kernel gemm(const OpContext& ctx) {
+  if (ctx.attrs.i("softnpu_packed", 0)) return packed_matmul(ctx);
   double alpha = ctx.attrs.f("alpha", 1.0f), beta = ctx.attrs.f("beta", 1.0f);
   bool ta = ctx.attrs.i("transA", 0), tb = ctx.attrs.i("transB", 0);
-  bool relu;
-  activation(ctx, &relu);
+  auto act = activation(ctx);
   return [=](const Tensors& in, Tensors& out) {
     auto a = ta ? in[0].t() : in[0];
     auto b = tb ? in[1].t() : in[1];
@@ -195,15 +218,16 @@ Kernel gemm(const OpContext& ctx) {
       y = at::addmm(in[2], a, b, beta, alpha);
     else
       y = alpha == 1.0 ? at::mm(a, b) : at::mm(a, b) * alpha;
-    if (relu) y.relu_();
+    if (in.size() > 3 && in[3].defined()) y.add_(in[3]);  // the residual the lowering fused (passes.cpp)
+    activate_(y, act);
     out[0] = y;
   };
 }
 
 Kernel matmul(const OpContext& ctx) {
-  bool relu;
-  activation(ctx, &relu);
-  return [relu](const Tensors& in, Tensors& out) {
+  if (ctx.attrs.i("softnpu_packed", 0)) return packed_matmul(ctx);
+  auto act = activation(ctx);
+  return [act](const Tensors& in, Tensors& out) {
     at::Tensor y;
     if (in.size() > 2 && in[2].defined() && in[0].dim() >= 2 && in[1].dim() == 2) {
       // The lowering's matmul+bias: one GEMM over the flattened rows.
@@ -215,7 +239,8 @@ Kernel matmul(const OpContext& ctx) {
       y = at::matmul(in[0], in[1]);
       if (in.size() > 2 && in[2].defined()) y = y + in[2];
     }
-    if (relu) y.relu_();
+    if (in.size() > 3 && in[3].defined()) y.add_(in[3]);  // the residual the lowering fused (passes.cpp)
+    activate_(y, act);
     out[0] = y;
   };
 }

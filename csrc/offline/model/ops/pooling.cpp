@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "model/ops/thread_pool.h"
 #include "model/ops/winograd.h"
 
 namespace softnpu::offline::pooling {
@@ -26,7 +27,7 @@ int64_t output_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode)
 
 void run(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh, int64_t kw, int64_t sh,
          int64_t sw, int64_t ph, int64_t pw, int64_t oh, int64_t ow) {
-  at::parallel_for(0, n * oh, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(n * oh, at::get_num_threads(), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t img = row / oh, y0 = (row % oh) * sh - ph;
       const int64_t ky0 = std::max<int64_t>(0, -y0), ky1 = std::min(kh, h - y0);

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/ops/thread_pool.h"
+
 namespace softnpu::offline::winograd {
 
 namespace {
@@ -149,7 +151,7 @@ void run(const Shape& s, const float* x, const float* filter, const float* bias,
   // Few blocks (small maps): the threads share a block's panels, each transforming its input.
   const int64_t splits = std::min(panels, std::max<int64_t>(1, (2 * threads + blocks - 1) / blocks));
   const __mmask16 tail = static_cast<__mmask16>((1u << (s.c % 16)) - 1);
-  at::parallel_for(0, blocks * splits, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(blocks * splits, at::get_num_threads(), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scratch;
     scratch.resize(static_cast<size_t>(X * tb * (s.c + s.oc)));
     float* V = scratch.data();
