@@ -39,7 +39,7 @@ struct Step {
   std::vector<int> in, out;
   std::vector<int> release;  // slots dead after this step
   enum Precision { kKeep, kFp16, kFp32 } precision = kKeep;
-  bool own_kernel = false;     // softnpu's own convolution or matrix kernel (the thread pool's cheap hand-out)
+  bool own_kernel = false;     // softnpu's own kernel: the model's team, through the thread pool's cheap hand-out
   bool round_out = false;      // fp16: its float outputs rounded (not for ops that keep float16 values)
   std::vector<bool> round_in;  // fp16: the inputs not already rounded (by the conversion or an fp16 producer)
 };
@@ -157,10 +157,11 @@ class LoadedModel final : public Model {
       }
       for (const auto& o : n.output()) st.out.push_back(o.empty() ? -1 : slot_of(o));
       Attrs a(n);
-      st.own_kernel = a.i("softnpu_winograd", 0) || a.i("softnpu_direct", 0) || a.i("softnpu_packed", 0);
+      // softnpu's own convolution and matrix kernels store an fp16 node's float16 values themselves (nn.cpp).
+      bool rounds_itself = a.i("softnpu_winograd", 0) || a.i("softnpu_direct", 0) || a.i("softnpu_packed", 0);
+      st.own_kernel = rounds_itself || (n.domain() == "softnpu" && n.op_type() == "SoftmaxAttention");
       if (st.precision == Step::kFp16) {
-        // softnpu's own convolution and matrix kernels store float16 values themselves (nn.cpp).
-        st.round_out = !keeps_half_values(n.op_type()) && !st.own_kernel;
+        st.round_out = !keeps_half_values(n.op_type()) && !rounds_itself;
         for (size_t k = 0; k < st.in.size(); ++k)
           st.round_in.push_back(st.in[k] >= 0 && !rounded.count(st.in[k]) && !is_value_input(*def, static_cast<int>(k)));
         rounded.insert(st.out.begin(), st.out.end());

@@ -376,12 +376,12 @@ ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& 
       if (!in.empty() && it != first.values.end() && it->second.kind == AbstractValue::kConst)
         graph.constants[in] = it->second.tensor;
     }
+  graph.metadata.opset = opset;  // the lowering reads it
   lower(graph, output_names, first.values);
   apply_precision_mode(graph, options.precision_mode);
 
   graph.metadata.softnpu_version = SOFTNPU_VERSION;
   graph.metadata.soc_version = options.soc_version;
-  graph.metadata.opset = opset;
   graph.metadata.onnx_ir_version = model.ir_version();
   graph.metadata.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
   graph.metadata.atc_command = options.command_line;

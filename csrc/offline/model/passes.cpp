@@ -190,6 +190,90 @@ void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
   erase_nodes(g, removed);
 }
 
+// MatMul(q, kt) -> [Add(., mask)] -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)] -> MatMul(., v), every value
+// between them used once, float32 of the evaluation's shapes with equal batch dims: one softnpu:SoftmaxAttention node
+// (ops/softmax_attention.cpp) in place of the last MatMul. torch.onnx.export writes scaled_dot_product_attention so.
+void fuse_softmax_attention(Graph& g, const std::vector<std::string>& outputs,
+                            const std::map<std::string, AbstractValue>& values) {
+  auto u = uses(g, outputs);
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].output()) producer[o] = i;
+  auto value = [&](const std::string& name) {
+    auto it = values.find(name);
+    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
+  };
+  auto made_by = [&](const std::string& name, const char* type) -> onnx::NodeProto* {
+    auto it = producer.find(name);
+    return it != producer.end() && g.nodes[it->second].op_type() == type && g.nodes[it->second].domain().empty()
+               ? &g.nodes[it->second] : nullptr;
+  };
+  auto single_consumer = [&](const std::string& name) -> onnx::NodeProto* {
+    return u.count[name] == 1 ? &g.nodes[u.consumer[name]] : nullptr;
+  };
+  std::set<size_t> removed;
+  for (size_t si = 0; si < g.nodes.size(); ++si) {
+    auto& softmax = g.nodes[si];
+    if (softmax.op_type() != "Softmax" || !softmax.domain().empty() || g.metadata.opset < 13) continue;
+    auto scores = value(softmax.input(0));
+    if (!scores.defined() || scores.scalar_type() != at::kFloat || scores.dim() < 2 ||
+        normalize_axis(Attrs(softmax).i("axis", -1), scores.dim()) != scores.dim() - 1 || u.count[softmax.input(0)] != 1)
+      continue;
+    // Before the softmax: the product, with the mask added or not.
+    onnx::NodeProto* add = made_by(softmax.input(0), "Add");
+    std::string product = softmax.input(0), mask;
+    if (add) {
+      bool first = made_by(add->input(0), "MatMul") && u.count[add->input(0)] == 1;
+      product = first ? add->input(0) : add->input(1);
+      mask = first ? add->input(1) : add->input(0);
+      auto m = value(mask);
+      if (!m.defined() || m.scalar_type() != at::kFloat || m.dim() > scores.dim() || u.count[product] != 1) continue;
+    }
+    onnx::NodeProto* mm1 = made_by(product, "MatMul");
+    if (!mm1 || Attrs(*mm1).has("softnpu_activation")) continue;
+    // A mask of the scores' own shape is already the product's residual input (fuse_residual_add).
+    if (!add && mm1->input_size() == 4 && mm1->input(2).empty()) mask = mm1->input(3);
+    else if (mm1->input_size() != 2) continue;
+    // After it: the Where that zeroes NaNs, or not; then the product by v.
+    std::string probs = softmax.output(0);
+    onnx::NodeProto *isnan = nullptr, *where = nullptr;
+    if (u.count[probs] == 2) {
+      for (size_t k = si + 1; k < g.nodes.size(); ++k) {
+        auto& n = g.nodes[k];
+        if (n.op_type() == "IsNaN" && n.input(0) == probs) isnan = &n;
+      }
+      if (!isnan || u.count[isnan->output(0)] != 1) continue;
+      where = single_consumer(isnan->output(0));
+      if (!where || where->op_type() != "Where" || where->input(0) != isnan->output(0) || where->input(2) != probs ||
+          !is_const(g, where->input(1)) || g.constants[where->input(1)].numel() != 1 ||
+          value_f64(g.constants[where->input(1)]) != 0.0)
+        continue;
+      probs = where->output(0);
+    }
+    onnx::NodeProto* mm2 = single_consumer(probs);
+    if (!mm2 || mm2->op_type() != "MatMul" || !mm2->domain().empty() || mm2->input(0) != probs) continue;
+    auto q = value(mm1->input(0)), kt = value(mm1->input(1)), v = value(mm2->input(1));
+    if (!q.defined() || !kt.defined() || !v.defined() || q.dim() != scores.dim() || kt.dim() != q.dim() ||
+        v.dim() != q.dim() || q.scalar_type() != at::kFloat || kt.scalar_type() != at::kFloat ||
+        v.scalar_type() != at::kFloat)
+      continue;
+    auto batch = q.sizes().slice(0, q.dim() - 2);
+    if (kt.sizes().slice(0, q.dim() - 2) != batch || v.sizes().slice(0, q.dim() - 2) != batch) continue;
+    onnx::NodeProto fused;
+    fused.set_name(mm2->name());
+    fused.set_domain("softnpu");
+    fused.set_op_type("SoftmaxAttention");
+    for (const auto& in : {mm1->input(0), mm1->input(1), mm2->input(1)}) fused.add_input(in);
+    if (!mask.empty()) fused.add_input(mask);
+    fused.add_output(mm2->output(0));
+    set_int_attr(fused, "nan_to_zero", where != nullptr);
+    for (auto* n : {mm1, add, &softmax, isnan, where})
+      if (n) removed.insert(n - g.nodes.data());
+    *mm2 = std::move(fused);
+  }
+  erase_nodes(g, removed);
+}
+
 // Conv with a 3x3 filter and stride 1 -> Winograd F(m x m, 3 x 3) (winograd.h), marked with its m; the executor
 // transforms the filter at load where the host has the kernels. m is chosen from the output positions per run (the
 // first profile's): F(4x4) takes the fewest multiplications but reads a filter 4x the size, F(2x2) 1.8x, and on few
@@ -218,6 +302,7 @@ void lower(Graph& g, const std::vector<std::string>& outputs, const std::map<std
   fuse_matmul_bias(g, outputs);
   fuse_residual_add(g, outputs, values);
   fuse_activation(g, outputs);
+  fuse_softmax_attention(g, outputs, values);
   drop_dead_nodes(g, outputs);
   choose_winograd(g, values);
 }

@@ -1,0 +1,97 @@
+"""The attention core the lowering fuses (csrc/offline/model/passes.cpp, ops/softmax_attention.cpp): what
+torch.onnx.export writes for scaled_dot_product_attention — MatMul(q, kt) -> Add(mask) -> Softmax -> Where(IsNaN, 0)
+-> MatMul(v) — is one softnpu:SoftmaxAttention node, against PyTorch's CPU on the same values; every result is read
+back."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from softnpu.offline import convert
+from softnpu.offline.onnx_backend import SoftnpuBackend
+
+ATC = Path(sys.executable).parent / "atc"
+F = TensorProto.FLOAT
+
+
+def attention_model(batch, s, d, t, e, *, mask_shape=None, nan_where=True, seed=0, masked_rows=()):
+    """The exported pattern on inputs q [*batch, S, D], kt [*batch, D, T], v [*batch, T, E] and an additive mask;
+    returns the model, its feeds and PyTorch CPU's result."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((*batch, s, d)).astype(np.float32)
+    kt = (rng.standard_normal((*batch, d, t)) / np.sqrt(d)).astype(np.float32)
+    v = rng.standard_normal((*batch, t, e)).astype(np.float32)
+    feeds, inputs = [q, kt, v], [helper.make_tensor_value_info(n, F, a.shape) for n, a in zip("qkv", (q, kt, v))]
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["scores"])]
+    scores = torch.from_numpy(q) @ torch.from_numpy(kt)
+    last = "scores"
+    if mask_shape is not None:
+        mask = np.where(rng.random(mask_shape) < 0.25, -np.inf, 0).astype(np.float32)
+        for r in masked_rows:  # a fully masked query row: softmax of -inf only
+            mask[..., r, :] = -np.inf
+        feeds.append(mask)
+        inputs.append(helper.make_tensor_value_info("mask", F, mask.shape))
+        nodes.append(helper.make_node("Add", ["scores", "mask"], ["masked"]))
+        scores = scores + torch.from_numpy(mask)
+        last = "masked"
+    nodes.append(helper.make_node("Softmax", [last], ["probs"], axis=-1))
+    probs = torch.softmax(scores, -1)
+    last = "probs"
+    inits = []
+    if nan_where:
+        nodes += [helper.make_node("IsNaN", ["probs"], ["nan"]), helper.make_node("Where", ["nan", "zero", "probs"], ["p"])]
+        inits.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
+        probs = torch.where(probs.isnan(), 0.0, probs)
+        last = "p"
+    nodes.append(helper.make_node("MatMul", [last, "v"], ["y"]))
+    expected = (probs @ torch.from_numpy(v)).numpy()
+    g = helper.make_graph(nodes, "attn", inputs, [helper.make_tensor_value_info("y", F, list(expected.shape))], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), feeds, expected
+
+
+CASES = {
+    # BERT's: [B, H, S, D] with a [B, 1, 1, T] padding mask.
+    "bert": dict(batch=(2, 2), s=64, d=64, t=64, e=64, mask_shape=(2, 1, 1, 64)),
+    # Sizes off the 16-lane vectors and 64-column blocks, a mask of full shape, a fully masked row zeroed.
+    "odd_sizes": dict(batch=(3,), s=5, d=7, t=70, e=33, mask_shape=(3, 5, 70), masked_rows=(2,)),
+    # A mask broadcast along the row (one value per query row) and over the batch.
+    "row_mask": dict(batch=(2,), s=9, d=16, t=20, e=16, mask_shape=(9, 1)),
+    "no_mask": dict(batch=(1, 2), s=8, d=32, t=17, e=48),
+    # Without the Where, a fully masked row is NaN, as Softmax makes it.
+    "nan_row_kept": dict(batch=(2,), s=4, d=8, t=16, e=16, mask_shape=(2, 4, 16), masked_rows=(1,), nan_where=False),
+}
+
+
+def fused_types(model, tmp_path):
+    om = tmp_path / "m.om"
+    om.write_bytes(convert(model.SerializeToString(), "force_fp32"))
+    r = subprocess.run([str(ATC), "--mode=1", f"--om={om}", f"--json={tmp_path / 'm.json'}"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return [n["type"] for n in json.loads((tmp_path / "m.json").read_text())["nodes"]]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attention_core_is_one_node_and_matches_cpu(name, tmp_path):
+    model, feeds, expected = attention_model(**CASES[name])
+    assert fused_types(model, tmp_path) == ["SoftmaxAttention"]
+    (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp32").run(feeds)
+    assert y.shape == expected.shape
+    assert np.array_equal(np.isnan(y), np.isnan(expected)), "NaN exactly where PyTorch has NaN"
+    ok = ~np.isnan(expected)
+    np.testing.assert_allclose(y[ok], expected[ok], rtol=1e-5, atol=1e-5)
+
+
+def test_a_value_read_elsewhere_is_not_fused(tmp_path):
+    """The scores are also a graph output: the nodes stay as they are (nothing they compute may disappear)."""
+    model, feeds, expected = attention_model(**CASES["no_mask"])
+    model.graph.output.append(helper.make_tensor_value_info("scores", F, [1, 2, 8, 17]))
+    assert "SoftmaxAttention" not in fused_types(model, tmp_path)
+    y, scores = SoftnpuBackend.prepare(model, precision_mode="force_fp32").run(feeds)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scores, feeds[0] @ feeds[1], rtol=1e-5, atol=1e-5)
