@@ -19,16 +19,24 @@ ATC = Path(sys.executable).parent / "atc"
 F = TensorProto.FLOAT
 
 
-def attention_model(batch, s, d, t, e, *, mask_shape=None, nan_where=True, seed=0, masked_rows=()):
-    """The exported pattern on inputs q [*batch, S, D], kt [*batch, D, T], v [*batch, T, E] and an additive mask;
+def attention_model(batch, s, d, t, e, *, mask_shape=None, nan_where=True, seed=0, masked_rows=(), scale=None):
+    """The exported pattern on inputs q [*batch, S, D], kt [*batch, D, T], v [*batch, T, E] and an additive mask, q
+    and kt each multiplied by the constant `scale` first when given (as the exporter writes the softmax scale);
     returns the model, its feeds and PyTorch CPU's result."""
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((*batch, s, d)).astype(np.float32)
     kt = (rng.standard_normal((*batch, d, t)) / np.sqrt(d)).astype(np.float32)
     v = rng.standard_normal((*batch, t, e)).astype(np.float32)
     feeds, inputs = [q, kt, v], [helper.make_tensor_value_info(n, F, a.shape) for n, a in zip("qkv", (q, kt, v))]
+    inits = []
     nodes = [helper.make_node("MatMul", ["q", "k"], ["scores"])]
     scores = torch.from_numpy(q) @ torch.from_numpy(kt)
+    if scale is not None:
+        inits.append(numpy_helper.from_array(np.array(scale, np.float32), "c"))
+        nodes = [helper.make_node("Mul", ["q", "c"], ["qs"]), helper.make_node("Mul", ["c", "k"], ["ks"]),
+                 helper.make_node("MatMul", ["qs", "ks"], ["scores"])]
+        c = torch.tensor(scale, dtype=torch.float32)
+        scores = (torch.from_numpy(q) * c) @ (torch.from_numpy(kt) * c)
     last = "scores"
     if mask_shape is not None:
         mask = np.where(rng.random(mask_shape) < 0.25, -np.inf, 0).astype(np.float32)
@@ -42,7 +50,6 @@ def attention_model(batch, s, d, t, e, *, mask_shape=None, nan_where=True, seed=
     nodes.append(helper.make_node("Softmax", [last], ["probs"], axis=-1))
     probs = torch.softmax(scores, -1)
     last = "probs"
-    inits = []
     if nan_where:
         nodes += [helper.make_node("IsNaN", ["probs"], ["nan"]), helper.make_node("Where", ["nan", "zero", "probs"], ["p"])]
         inits.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
@@ -56,12 +63,12 @@ def attention_model(batch, s, d, t, e, *, mask_shape=None, nan_where=True, seed=
 
 CASES = {
     # BERT's: [B, H, S, D] with a [B, 1, 1, T] padding mask.
-    "bert": dict(batch=(2, 2), s=64, d=64, t=64, e=64, mask_shape=(2, 1, 1, 64)),
+    "bert": dict(batch=(2, 2), s=64, d=64, t=64, e=64, mask_shape=(2, 1, 1, 64), scale=0.125 ** 0.5),
     # Sizes off the 16-lane vectors and 64-column blocks, a mask of full shape, a fully masked row zeroed.
     "odd_sizes": dict(batch=(3,), s=5, d=7, t=70, e=33, mask_shape=(3, 5, 70), masked_rows=(2,)),
     # A mask broadcast along the row (one value per query row) and over the batch.
     "row_mask": dict(batch=(2,), s=9, d=16, t=20, e=16, mask_shape=(9, 1)),
-    "no_mask": dict(batch=(1, 2), s=8, d=32, t=17, e=48),
+    "no_mask": dict(batch=(1, 2), s=8, d=32, t=17, e=48, scale=0.3),
     # Without the Where, a fully masked row is NaN, as Softmax makes it.
     "nan_row_kept": dict(batch=(2,), s=4, d=8, t=16, e=16, mask_shape=(2, 4, 16), masked_rows=(1,), nan_where=False),
 }
@@ -89,7 +96,7 @@ def test_attention_core_is_one_node_and_matches_cpu(name, tmp_path):
 
 def test_a_value_read_elsewhere_is_not_fused(tmp_path):
     """The scores are also a graph output: the nodes stay as they are (nothing they compute may disappear)."""
-    model, feeds, expected = attention_model(**CASES["no_mask"])
+    model, feeds, expected = attention_model(**{**CASES["no_mask"], "scale": None})
     model.graph.output.append(helper.make_tensor_value_info("scores", F, [1, 2, 8, 17]))
     assert "SoftmaxAttention" not in fused_types(model, tmp_path)
     y, scores = SoftnpuBackend.prepare(model, precision_mode="force_fp32").run(feeds)

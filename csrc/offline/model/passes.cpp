@@ -192,7 +192,8 @@ void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
 
 // MatMul(q, kt) -> [Add(., mask)] -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)] -> MatMul(., v), every value
 // between them used once, float32 of the evaluation's shapes with equal batch dims: one softnpu:SoftmaxAttention node
-// (ops/softmax_attention.cpp) in place of the last MatMul. torch.onnx.export writes scaled_dot_product_attention so.
+// (ops/softmax_attention.cpp) in place of the last MatMul, with q's and kt's multiplications by scalar constants as
+// its scale. torch.onnx.export writes scaled_dot_product_attention so.
 void fuse_softmax_attention(Graph& g, const std::vector<std::string>& outputs,
                             const std::map<std::string, AbstractValue>& values) {
   auto u = uses(g, outputs);
@@ -259,16 +260,43 @@ void fuse_softmax_attention(Graph& g, const std::vector<std::string>& outputs,
       continue;
     auto batch = q.sizes().slice(0, q.dim() - 2);
     if (kt.sizes().slice(0, q.dim() - 2) != batch || v.sizes().slice(0, q.dim() - 2) != batch) continue;
+    // q and kt multiplied by scalar constants (the exporter's sqrt of the softmax scale on each): the scores' scale.
+    double scale = 1.0;
+    std::string operand[2] = {mm1->input(0), mm1->input(1)};
+    std::vector<onnx::NodeProto*> scalings;
+    for (auto& name : operand) {
+      onnx::NodeProto* mul = made_by(name, "Mul");
+      if (!mul || u.count[name] != 1) continue;
+      for (int k = 0; k < 2; ++k) {
+        const auto& c = mul->input(k);
+        if (!is_const(g, c) || g.constants[c].numel() != 1 || g.constants[c].scalar_type() != at::kFloat ||
+            is_const(g, mul->input(1 - k)))
+          continue;
+        auto other = value(mul->input(1 - k));
+        if (!other.defined() || other.sizes() != value(name).sizes()) continue;
+        scale *= value_f64(g.constants[c]);
+        name = mul->input(1 - k);
+        scalings.push_back(mul);
+        break;
+      }
+    }
     onnx::NodeProto fused;
     fused.set_name(mm2->name());
     fused.set_domain("softnpu");
     fused.set_op_type("SoftmaxAttention");
-    for (const auto& in : {mm1->input(0), mm1->input(1), mm2->input(1)}) fused.add_input(in);
+    for (const auto& in : {operand[0], operand[1], mm2->input(1)}) fused.add_input(in);
     if (!mask.empty()) fused.add_input(mask);
     fused.add_output(mm2->output(0));
     set_int_attr(fused, "nan_to_zero", where != nullptr);
+    if (scale != 1.0) {
+      auto* a = fused.add_attribute();
+      a->set_name("scale");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(static_cast<float>(scale));
+    }
     for (auto* n : {mm1, add, &softmax, isnan, where})
       if (n) removed.insert(n - g.nodes.data());
+    for (auto* n : scalings) removed.insert(n - g.nodes.data());
     *mm2 = std::move(fused);
   }
   erase_nodes(g, removed);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "model/ops/direct_conv.h"
+#include "model/ops/layer_norm.h"
 #include "model/ops/op.h"
 #include "model/ops/pooling.h"
 #include "model/ops/winograd.h"
@@ -297,9 +298,14 @@ Kernel layer_norm(const OpContext& ctx) {
   return [axis, eps](const Tensors& in, Tensors& out) {
     const auto& x = in[0];
     int64_t a = normalize_axis(axis, x.dim());
+    at::Tensor bias = in.size() > 2 && in[2].defined() ? in[2] : at::Tensor();
+    if (out.size() == 1 && layer_norm::applies(x, a, in[1], bias)) {
+      out[0] = layer_norm::normalize(x, in[1], bias, eps);
+      return;
+    }
     std::vector<int64_t> shape(x.sizes().begin() + a, x.sizes().end());
     auto scale = in[1].expand(shape).contiguous();
-    at::Tensor bias = in.size() > 2 && in[2].defined() ? in[2].expand(shape).contiguous() : at::Tensor();
+    if (bias.defined()) bias = bias.expand(shape).contiguous();
     auto xf = x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
     auto [y, mean, rstd] = at::native_layer_norm(xf, shape, scale.to(xf.scalar_type()),
                                                  bias.defined() ? bias.to(xf.scalar_type()) : bias, eps);

@@ -1,7 +1,7 @@
 // softnpu:SoftmaxAttention, the attention core the lowering forms (passes.cpp) from what exporters write for scaled
 // dot-product attention: MatMul(q, kt) -> Add(., mask) -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)] -> MatMul(., v).
-// Inputs q [.., S, D], kt [.., D, T], v [.., T, E], mask (optional, broadcast to [.., S, T]); attribute nan_to_zero
-// (the Where: a row softmax makes NaN, a fully masked one, contributes zeros). On AVX-512F hosts one pass per query
+// Inputs q [.., S, D], kt [.., D, T], v [.., T, E], mask (optional, broadcast to [.., S, T]); attributes scale (of
+// q x kt, default 1) and nan_to_zero (the Where: a row softmax makes NaN, a fully masked one, contributes zeros). On AVX-512F hosts one pass per query
 // row, its scores kept in cache, instead of five ATen ops each writing an [.., S, T] tensor (the tiny BERT at batch
 // 1: 73 us per layer in those ops); ATen's ops otherwise (meta inference, other dtypes, broadcast batch dims).
 #include <ATen/ATen.h>
@@ -42,7 +42,7 @@ __mmask16 lanes(int64_t remaining) {
 
 // One query row: scores = qr x K + mask row, p = softmax(scores), out = p x V.
 void attend_row(const float* qr, const float* K, const float* V, const float* mrow, int64_t mstride, float* out,
-                float* scores, int64_t D, int64_t T, int64_t E, bool nan_to_zero) {
+                float* scores, int64_t D, int64_t T, int64_t E, float scale, bool nan_to_zero) {
   // Blocks of four vectors, the last one's lanes masked: a fixed count keeps the accumulators in registers.
   for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -52,7 +52,8 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
       const __m512 a = _mm512_set1_ps(qr[d]);
       for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m[j], K + d * T + t0 + 16 * j), acc[j]);
     }
-    for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(scores + t0 + 16 * j, m[j], acc[j]);
+    for (int j = 0; j < 4; ++j)
+      _mm512_mask_storeu_ps(scores + t0 + 16 * j, m[j], _mm512_mul_ps(acc[j], _mm512_set1_ps(scale)));
   }
   // The mask added (a row of it, or one value broadcast along the row), the maximum and whether any score is NaN.
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -104,7 +105,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
 
 #pragma GCC pop_options
 
-at::Tensor fused(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& mask,
+at::Tensor fused(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& mask, float scale,
                  bool nan_to_zero) {
   const int64_t S = q.size(-2), D = q.size(-1), T = kt.size(-1), E = v.size(-1);
   auto qc = q.contiguous(), kc = kt.contiguous(), vc = v.contiguous();
@@ -140,7 +141,7 @@ at::Tensor fused(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v,
     for (int64_t r = begin; r < end; ++r) {
       const int64_t b = r / S, i = r % S;
       attend_row(Q + r * D, K + b * D * T, V + b * T * E, M ? M + mask_offset[b] + i * mrow : nullptr, mcol,
-                 Y + r * E, scores.data(), D, T, E, nan_to_zero);
+                 Y + r * E, scores.data(), D, T, E, scale, nan_to_zero);
     }
   });
   return y;
@@ -148,14 +149,16 @@ at::Tensor fused(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v,
 
 Kernel softmax_attention(const OpContext& ctx) {
   bool nan_to_zero = ctx.attrs.i("nan_to_zero", 0);
-  return [nan_to_zero](const Tensors& in, Tensors& out) {
+  float scale = ctx.attrs.f("scale", 1.f);
+  return [nan_to_zero, scale](const Tensors& in, Tensors& out) {
     const auto &q = in[0], &kt = in[1], &v = in[2];
     const at::Tensor mask = in.size() > 3 ? in[3] : at::Tensor();
     if (fused_applies(q, kt, v, mask)) {
-      out[0] = fused(q, kt, v, mask, nan_to_zero);
+      out[0] = fused(q, kt, v, mask, scale, nan_to_zero);
       return;
     }
     auto scores = at::matmul(q, kt);
+    if (scale != 1.f) scores = scores * scale;
     if (mask.defined()) scores = scores + mask;
     auto p = at::softmax(scores, -1);
     if (nan_to_zero) p.masked_fill_(p.isnan(), 0);
