@@ -30,12 +30,15 @@ ROUNDS = {"resnet18": ((1, 40), (32, 5)), "bert": ((1, 300), (32, 30))}
 ATC = pathlib.Path(sys.executable).with_name("atc")
 
 
-def medians_in_blocks(fns: dict, rounds: int, blocks: int = 3, warmup: int = 2) -> dict:
-    """Median seconds of each callable, timed in alternating blocks of consecutive calls (a block of each, three
-    times), so that a change of the host's speed during the run falls on all of them alike. Blocks, not single
-    alternating calls: onnxruntime's pool threads spin for a while after each run, and would take the cores from a
-    call of the next engine; the warm-up calls of each block absorb that."""
+def medians_in_blocks(fns: dict, rounds: int, per_block: int = 10, warmup: int = 2) -> dict:
+    """Median seconds of each callable, timed in alternating blocks of consecutive calls (a block of each, then again;
+    at least three times), so that a change of the host's speed during the run falls on all of them alike: short
+    blocks, because on a shared host that speed changes within a second (the tiny BERT's batch-1 ratio moved between
+    0.8 and 1.5 from one run of three long blocks to the next). Blocks, not single alternating calls: onnxruntime's
+    pool threads spin for a while after each run, and would take the cores from a call of the next engine; the
+    warm-up calls of each block absorb that."""
     times = {name: [] for name in fns}
+    blocks = max(3, rounds // per_block)
     for _ in range(blocks):
         for name, fn in fns.items():
             for _ in range(warmup):
