@@ -30,7 +30,7 @@ def matmul_model(rows, k, n, *, op="MatMul", trans_b=False, bias="1d", residual=
     rng = np.random.default_rng(seed)
     rounded = half if float16_values else (lambda a: a)
     x = rounded(rng.standard_normal((*rows, k)).astype(np.float32))
-    w = rounded((rng.standard_normal((n, k) if trans_b else (k, n)) / np.sqrt(k)).astype(np.float32))
+    w = rounded((rng.standard_normal((n, k) if trans_b else (k, n)) / np.sqrt(max(k, 1))).astype(np.float32))
     b = rounded(rng.standard_normal((1, n) if bias == "2d" else (n,)).astype(np.float32))
     inits = [numpy_helper.from_array(w, "W")]
     if op == "Gemm":
@@ -72,6 +72,7 @@ CASES = {
     "matmul_bias": dict(rows=(2, 7), k=40, n=80),
     "matmul_panel_48": dict(rows=(13,), k=64, n=48, bias=None),
     "matmul_vector": dict(rows=(), k=32, n=16, bias=None),
+    "matmul_empty_inner_dim": dict(rows=(3,), k=0, n=16, residual=True),  # the bias plus the residual
     "matmul_gelu": dict(rows=(1, 64), k=128, n=512, act=GELU),
     "matmul_gelu_tanh": dict(rows=(3, 5), k=24, n=32, act=GELU_TANH),
     "matmul_relu": dict(rows=(9,), k=16, n=64, act="Relu"),

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "model/ops/thread_pool.h"
+#include "model/ops/vec_math.h"
 #include "model/ops/winograd.h"
 
 namespace softnpu::offline::layer_norm {
@@ -18,24 +19,20 @@ namespace {
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
 
-__mmask16 lanes(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << remaining) - 1);
-}
-
 void row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps) {
   __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(lanes(n - i), x + i));
+  for (int64_t i = 0; i < n; i += 16) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(vec::lanes(n - i), x + i));
   const float mean = _mm512_reduce_add_ps(sum) / static_cast<float>(n);
   const __m512 vmean = _mm512_set1_ps(mean);
   __m512 sq = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes(n - i);
+    const __mmask16 m = vec::lanes(n - i);
     const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vmean);
     sq = _mm512_fmadd_ps(d, d, sq);
   }
   const __m512 rstd = _mm512_set1_ps(1.f / std::sqrt(_mm512_reduce_add_ps(sq) / static_cast<float>(n) + eps));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = lanes(n - i);
+    const __mmask16 m = vec::lanes(n - i);
     const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmean), rstd);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + i) : _mm512_setzero_ps();
     _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, scale + i), b));

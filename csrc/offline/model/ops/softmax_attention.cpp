@@ -35,11 +35,6 @@ bool fused_applies(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& 
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
 
-__mmask16 lanes(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
-                         : remaining <= 0 ? 0 : static_cast<__mmask16>((1u << remaining) - 1);
-}
-
 // One query row: scores = qr x K + mask row, p = softmax(scores), out = p x V.
 void attend_row(const float* qr, const float* K, const float* V, const float* mrow, int64_t mstride, float* out,
                 float* scores, int64_t D, int64_t T, int64_t E, float scale, bool nan_to_zero) {
@@ -47,7 +42,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
   for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __mmask16 m[4];
-    for (int j = 0; j < 4; ++j) m[j] = lanes(T - t0 - 16 * j);
+    for (int j = 0; j < 4; ++j) m[j] = vec::lanes(T - t0 - 16 * j);
     for (int64_t d = 0; d < D; ++d) {
       const __m512 a = _mm512_set1_ps(qr[d]);
       for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m[j], K + d * T + t0 + 16 * j), acc[j]);
@@ -60,7 +55,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
   __m512 vmax = lowest;
   __mmask16 unordered = 0;
   for (int64_t t = 0; t < T; t += 16) {
-    const __mmask16 m = lanes(T - t);
+    const __mmask16 m = vec::lanes(T - t);
     __m512 s = _mm512_maskz_loadu_ps(m, scores + t);
     if (mrow && mstride == 1)
       s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, mrow + t));
@@ -85,7 +80,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
   __m512 sum = _mm512_setzero_ps();
   vmax = _mm512_set1_ps(max);
   for (int64_t t = 0; t < T; t += 16) {
-    const __mmask16 m = lanes(T - t);
+    const __mmask16 m = vec::lanes(T - t);
     const __m512 p = _mm512_maskz_mov_ps(m, vec::exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + t), vmax)));
     _mm512_mask_storeu_ps(scores + t, m, p);
     sum = _mm512_add_ps(sum, p);
@@ -94,7 +89,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
   for (int64_t e0 = 0; e0 < E; e0 += kBlock) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     __mmask16 m[4];
-    for (int j = 0; j < 4; ++j) m[j] = lanes(E - e0 - 16 * j);
+    for (int j = 0; j < 4; ++j) m[j] = vec::lanes(E - e0 - 16 * j);
     for (int64_t t = 0; t < T; ++t) {
       const __m512 p = _mm512_set1_ps(scores[t]);
       for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m[j], V + t * E + e0 + 16 * j), acc[j]);

@@ -1,13 +1,21 @@
-// Vector math of softnpu's own AVX-512F kernels (direct_conv.cpp's epilogue, softmax_attention.cpp). Compiled for
-// AVX-512F whatever the including file's flags: callers run it only where winograd::available().
+// Vector math of softnpu's own AVX-512F kernels (direct_conv.cpp's epilogue, softmax_attention.cpp, layer_norm.cpp).
+// Compiled for AVX-512F whatever the including file's flags: callers run it only where winograd::available().
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace softnpu::offline::vec {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
+
+// The lanes of a 16-float vector that hold the `remaining` values of a row (none when remaining <= 0).
+inline __mmask16 lanes(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
+                         : remaining <= 0 ? 0 : static_cast<__mmask16>((1u << remaining) - 1);
+}
 
 // e^x to about two ulp (Cephes' expf: x = n ln2 + r, a polynomial in r, times 2^n); exactly 0 below -87.3 (e^-inf
 // included), where the result would be denormal: products with denormals take the core's slow microcode path.
