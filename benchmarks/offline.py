@@ -30,19 +30,22 @@ ROUNDS = {"resnet18": ((1, 40), (32, 5)), "bert": ((1, 300), (32, 30))}
 ATC = pathlib.Path(sys.executable).with_name("atc")
 
 
-def medians_in_blocks(fns: dict, rounds: int, per_block: int = 10, warmup: int = 2) -> dict:
+def medians_in_blocks(fns: dict, rounds: int, per_block: int = 50, warmup_s: float = 0.1) -> dict:
     """Median seconds of each callable, timed in alternating blocks of consecutive calls (a block of each, then again;
-    at least three times), so that a change of the host's speed during the run falls on all of them alike: short
-    blocks, because on a shared host that speed changes within a second (the tiny BERT's batch-1 ratio moved between
-    0.8 and 1.5 from one run of three long blocks to the next). Blocks, not single alternating calls: onnxruntime's
-    pool threads spin for a while after each run, and would take the cores from a call of the next engine; the
-    warm-up calls of each block absorb that."""
+    at least three times), so that a change of the host's speed during the run falls on all of them alike: blocks of
+    at most 50 calls, because on a shared host that speed changes within seconds. Each block starts with calls not
+    timed, at least two and 100 ms of them: each engine in the steady state it has alone in a process. Switching
+    engines is not free: after a block of onnxruntime's runs the tiny BERT at batch 1 took 2.6, 1.9, then 1.0 ms per
+    run on softnpu for ~40 runs before its steady 0.69 ms (onnxruntime's pool threads spin on after its runs), and
+    timed, those first runs made the ratio 1.5 where the steady states' is 1.2."""
     times = {name: [] for name in fns}
     blocks = max(3, rounds // per_block)
     for _ in range(blocks):
         for name, fn in fns.items():
-            for _ in range(warmup):
+            start, warm = time.perf_counter(), 0
+            while warm < 2 or time.perf_counter() - start < warmup_s:
                 fn()
+                warm += 1
             for _ in range(max(1, rounds // blocks)):
                 start = time.perf_counter()
                 fn()
