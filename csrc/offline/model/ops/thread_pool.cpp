@@ -2,6 +2,7 @@
 #include "model/ops/thread_pool.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,7 +44,10 @@ struct Job {
 class Pool {
  public:
   static Pool& get() {
-    static Pool* pool = new Pool();  // never destroyed: helpers may spin while the process exits
+    static std::once_flag fork_handler;
+    std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, [] { current() = nullptr; }); });
+    Pool*& pool = current();
+    if (!pool) pool = new Pool();  // never destroyed: helpers may spin while the process exits
     return *pool;
   }
 
@@ -72,6 +76,13 @@ class Pool {
   }
 
  private:
+  // The process's pool. A forked child has none of its parent's helpers, and its mutexes may be held by a thread
+  // that does not exist there: the child starts a pool of its own (the parent's is left, unused).
+  static Pool*& current() {
+    static Pool* pool = nullptr;
+    return pool;
+  }
+
   void start_helpers(int wanted) {
     wanted = std::min<int>(wanted, static_cast<int>(std::thread::hardware_concurrency()) - 1);
     while (helpers_ < wanted) {
