@@ -1,9 +1,10 @@
 // softnpu:SoftmaxAttention, the attention core the lowering forms (passes.cpp) from what exporters write for scaled
-// dot-product attention: MatMul(q, kt) -> Add(., mask) -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)] -> MatMul(., v).
-// Inputs q [.., S, D], kt [.., D, T], v [.., T, E], mask (optional, broadcast to [.., S, T]); attributes scale (of
-// q x kt, default 1) and nan_to_zero (the Where: a row softmax makes NaN, a fully masked one, contributes zeros). On AVX-512F hosts one pass per query
-// row, its scores kept in cache, instead of five ATen ops each writing an [.., S, T] tensor (the tiny BERT at batch
-// 1: 73 us per layer in those ops); ATen's ops otherwise (meta inference, other dtypes, broadcast batch dims).
+// dot-product attention: MatMul(q, kt) -> Add(., mask) -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)]
+// -> MatMul(., v). Inputs q [.., S, D], kt [.., D, T], v [.., T, E], mask (optional, broadcast to [.., S, T]);
+// attributes scale (of q x kt, default 1) and nan_to_zero (the Where: a row softmax makes NaN, a fully masked one,
+// contributes zeros). On AVX-512F hosts one pass per query row, its scores kept in cache, instead of five ATen ops each
+// writing an [.., S, T] tensor (the tiny BERT at batch 1: 73 us per layer in those ops, 39 us in this kernel); ATen's
+// ops otherwise (meta inference, other dtypes, broadcast batch dims).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -35,21 +36,28 @@ bool fused_applies(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& 
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
 
+// out[0 .. width) = scale * sum over i < count of c[i] * rows[i * stride + 0 .. width), in blocks of four vectors,
+// the last one's lanes masked: a fixed count keeps the accumulators in registers. Both products of a query row.
+void scaled_products(const float* c, int64_t count, const float* rows, int64_t stride, int64_t width, float scale,
+                     float* out) {
+  for (int64_t c0 = 0; c0 < width; c0 += kBlock) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __mmask16 m[4];
+    for (int j = 0; j < 4; ++j) m[j] = vec::lanes(width - c0 - 16 * j);
+    for (int64_t i = 0; i < count; ++i) {
+      const __m512 a = _mm512_set1_ps(c[i]);
+      for (int j = 0; j < 4; ++j)
+        acc[j] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m[j], rows + i * stride + c0 + 16 * j), acc[j]);
+    }
+    const __m512 factor = _mm512_set1_ps(scale);
+    for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(out + c0 + 16 * j, m[j], _mm512_mul_ps(acc[j], factor));
+  }
+}
+
 // One query row: scores = qr x K + mask row, p = softmax(scores), out = p x V.
 void attend_row(const float* qr, const float* K, const float* V, const float* mrow, int64_t mstride, float* out,
                 float* scores, int64_t D, int64_t T, int64_t E, float scale, bool nan_to_zero) {
-  // Blocks of four vectors, the last one's lanes masked: a fixed count keeps the accumulators in registers.
-  for (int64_t t0 = 0; t0 < T; t0 += kBlock) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __mmask16 m[4];
-    for (int j = 0; j < 4; ++j) m[j] = vec::lanes(T - t0 - 16 * j);
-    for (int64_t d = 0; d < D; ++d) {
-      const __m512 a = _mm512_set1_ps(qr[d]);
-      for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m[j], K + d * T + t0 + 16 * j), acc[j]);
-    }
-    for (int j = 0; j < 4; ++j)
-      _mm512_mask_storeu_ps(scores + t0 + 16 * j, m[j], _mm512_mul_ps(acc[j], _mm512_set1_ps(scale)));
-  }
+  scaled_products(qr, D, K, T, T, scale, scores);
   // The mask added (a row of it, or one value broadcast along the row), the maximum and whether any score is NaN.
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 vmax = lowest;
@@ -85,17 +93,7 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
     _mm512_mask_storeu_ps(scores + t, m, p);
     sum = _mm512_add_ps(sum, p);
   }
-  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(sum));
-  for (int64_t e0 = 0; e0 < E; e0 += kBlock) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    __mmask16 m[4];
-    for (int j = 0; j < 4; ++j) m[j] = vec::lanes(E - e0 - 16 * j);
-    for (int64_t t = 0; t < T; ++t) {
-      const __m512 p = _mm512_set1_ps(scores[t]);
-      for (int j = 0; j < 4; ++j) acc[j] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m[j], V + t * E + e0 + 16 * j), acc[j]);
-    }
-    for (int j = 0; j < 4; ++j) _mm512_mask_storeu_ps(out + e0 + 16 * j, m[j], _mm512_mul_ps(acc[j], inv));
-  }
+  scaled_products(scores, T, V, E, E, 1.f / _mm512_reduce_add_ps(sum), out);
 }
 
 #pragma GCC pop_options
