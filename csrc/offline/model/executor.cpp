@@ -2,6 +2,7 @@
 // value each node reads and writes, and after which node a value is dead). Executing enqueues ONE kernel on the
 // stream that runs the nodes in order; nothing of the graph is looked up at run time.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -261,6 +262,8 @@ class LoadedModel final : public Model {
     auto* run = static_cast<Run*>(arg);
     auto& m = *run->model;
     const Step* current = nullptr;
+    // No autograd: a model's run records nothing, and each of its ATen calls skips the autograd dispatch.
+    c10::InferenceMode inference;
     try {
       // The run reads the weights and writes every node's outputs: a small model with large activations (a
       // transformer at batch 32) is not a small kernel. The activations are those of the last run (none before the

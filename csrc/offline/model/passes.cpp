@@ -1,10 +1,12 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
 // runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution or matmul
-// becomes its fourth input, 3x3 convolutions choose their Winograd tile; then the precision mode marks nodes.
+// becomes its fourth input, the exported attention core becomes one node that also splits and merges the heads, 3x3
+// convolutions choose their Winograd tile; then the precision mode marks nodes.
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "model/graph.h"
@@ -302,6 +304,166 @@ void fuse_softmax_attention(Graph& g, const std::vector<std::string>& outputs,
   erase_nodes(g, removed);
 }
 
+// Where a chain of Reshape and Transpose puts the elements of its start (a contiguous tensor), followed without running
+// the chain: each dim of the result is a run of atoms (outermost first), an atom a size and a stride of the start.
+// A Reshape regroups the atoms (splitting one where a new dim ends inside it), a Transpose reorders the dims; so a
+// chain that copies on the way (merging dims that are not adjacent in memory) is still followed.
+struct Atom {
+  int64_t size, stride;
+};
+using View = std::vector<std::vector<Atom>>;
+
+View contiguous_view(at::IntArrayRef sizes) {
+  View v(sizes.size());
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] != 1) v[d].push_back({sizes[d], stride});
+    stride *= sizes[d];
+  }
+  return v;
+}
+
+std::optional<View> reshape_view(const View& v, at::IntArrayRef sizes) {
+  std::vector<Atom> atoms;
+  for (const auto& dim : v) atoms.insert(atoms.end(), dim.begin(), dim.end());
+  View out(sizes.size());
+  size_t next = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    for (int64_t left = sizes[d]; left != 1;) {
+      if (next == atoms.size()) return std::nullopt;
+      Atom& a = atoms[next];
+      if (a.size <= left && left % a.size == 0) {
+        out[d].push_back(a), left /= a.size, ++next;
+      } else if (a.size % left == 0) {  // the dim ends inside the atom: it takes the atom's outer part
+        out[d].push_back({left, a.stride * (a.size / left)}), a.size /= left, left = 1;
+      } else {
+        return std::nullopt;
+      }
+    }
+  }
+  if (next != atoms.size()) return std::nullopt;
+  return out;
+}
+
+// The view after a Reshape (to its evaluated output shape, with a constant shape input) or a Transpose; nullopt for
+// any other node.
+std::optional<View> follow(const Graph& g, const View& v, const onnx::NodeProto& n, const at::Tensor& out) {
+  if (!n.domain().empty() || !out.defined()) return std::nullopt;
+  if (n.op_type() == "Transpose") {
+    std::vector<int64_t> reversed(v.size());
+    for (size_t d = 0; d < reversed.size(); ++d) reversed[d] = static_cast<int64_t>(reversed.size() - 1 - d);
+    auto perm = Attrs(n).ints("perm", reversed);
+    if (perm.size() != v.size()) return std::nullopt;
+    View t;
+    for (auto p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(v.size())) return std::nullopt;
+      t.push_back(v[p]);
+    }
+    return t;
+  }
+  if (n.op_type() != "Reshape" || !is_const(g, n.input(1))) return std::nullopt;
+  return reshape_view(v, out.sizes());
+}
+
+// The view is the strided tensor of these sizes and strides: each dim's atoms make one stride (strides of dims of
+// one element do not matter).
+bool same_layout(const View& v, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  if (v.size() != sizes.size()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t size = 1;
+    for (size_t k = 0; k < v[d].size(); ++k) {
+      size *= v[d][k].size;
+      if (k + 1 < v[d].size() && v[d][k].stride != v[d][k + 1].size * v[d][k + 1].stride) return false;
+    }
+    if (size != sizes[d] || (size > 1 && v[d].back().stride != strides[d])) return false;
+  }
+  return true;
+}
+
+// SoftmaxAttention whose q, kt and v are the exporter's head split of [B, S, H*D] products (Reshape to [B, S, H, D]
+// and Transpose; for kt, whatever chain of the two lands on [B, H, D, T]) and whose output is merged back the same way
+// (Transpose, Reshape to [B, S, H*E]): the node takes the products and writes the merged output itself, its heads
+// form (ops/softmax_attention.cpp), and the chains' copies are gone. A chain is followed as a strided view of its
+// start and must land on the head split's layout; every value in it is used once.
+void fuse_attention_heads(Graph& g, const std::vector<std::string>& outputs,
+                          const std::map<std::string, AbstractValue>& values) {
+  auto u = uses(g, outputs);
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].output()) producer[o] = i;
+  auto value = [&](const std::string& name) {
+    auto it = values.find(name);
+    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
+  };
+  auto is_layout = [](const onnx::NodeProto& n) {
+    return n.domain().empty() && (n.op_type() == "Reshape" || n.op_type() == "Transpose");
+  };
+  // From an input of the node back to the first value a layout node did not make: that value, the chain in order and
+  // where the chain puts the start's elements (nullopt if the start is not a 3-D float tensor or the chain has
+  // another node).
+  struct Split {
+    std::string start;
+    std::vector<size_t> chain;
+    std::optional<View> view;
+  };
+  auto split_of = [&](std::string name) {
+    Split s;
+    for (auto it = producer.find(name); it != producer.end() && is_layout(g.nodes[it->second]) && u.count[name] == 1;
+         it = producer.find(name)) {
+      s.chain.insert(s.chain.begin(), it->second);
+      name = g.nodes[it->second].input(0);
+    }
+    s.start = name;
+    auto x = value(name);
+    if (s.chain.empty() || !x.defined() || x.dim() != 3 || x.scalar_type() != at::kFloat) return s;
+    s.view = contiguous_view(x.sizes());
+    for (size_t k = 0; k < s.chain.size() && s.view; ++k) {
+      const auto& n = g.nodes[s.chain[k]];
+      s.view = follow(g, *s.view, n, value(n.output(0)));
+    }
+    return s;
+  };
+  std::set<size_t> removed;
+  for (auto& att : g.nodes) {
+    if (att.domain() != "softnpu" || att.op_type() != "SoftmaxAttention" || Attrs(att).has("heads")) continue;
+    auto y = value(att.output(0));
+    if (!y.defined() || y.dim() != 4 || u.count[att.output(0)] != 1) continue;
+    auto q = split_of(att.input(0)), kt = split_of(att.input(1)), v = split_of(att.input(2));
+    if (!q.view || !kt.view || !v.view) continue;
+    auto qv = value(att.input(0)), ktv = value(att.input(1)), vv = value(att.input(2));
+    if (!qv.defined() || !ktv.defined() || !vv.defined() || qv.dim() != 4 || ktv.dim() != 4 || vv.dim() != 4) continue;
+    const int64_t B = qv.size(0), H = qv.size(1), S = qv.size(2), D = qv.size(3), T = ktv.size(3), E = vv.size(3);
+    if (!same_layout(*q.view, {B, H, S, D}, {S * H * D, D, H * D, 1}) ||
+        !same_layout(*kt.view, {B, H, D, T}, {T * H * D, D, 1, H * D}) ||
+        !same_layout(*v.view, {B, H, T, E}, {T * H * E, E, H * E, 1}))
+      continue;
+    if (value(q.start).sizes() != at::IntArrayRef{B, S, H * D} || value(kt.start).sizes() != at::IntArrayRef{B, T, H * D} ||
+        value(v.start).sizes() != at::IntArrayRef{B, T, H * E})
+      continue;
+    // After it: the node writes [B, S, H, E], which the chain must read as [B, S, H*E].
+    View out = contiguous_view({B, S, H, E});
+    std::swap(out[1], out[2]);
+    std::vector<size_t> merge;
+    std::string merged = att.output(0);
+    while (u.count[merged] == 1 && !same_layout(out, {B, S, H * E}, {S * H * E, H * E, 1})) {
+      auto& n = g.nodes[u.consumer[merged]];
+      auto next = is_layout(n) && n.input(0) == merged ? follow(g, out, n, value(n.output(0))) : std::nullopt;
+      if (!next) break;
+      out = *next;
+      merge.push_back(u.consumer[merged]);
+      merged = n.output(0);
+    }
+    if (merge.empty() || !same_layout(out, {B, S, H * E}, {S * H * E, H * E, 1})) continue;
+    att.set_input(0, q.start);
+    att.set_input(1, kt.start);
+    att.set_input(2, v.start);
+    att.set_output(0, merged);
+    set_int_attr(att, "heads", H);
+    for (const auto* chain : {&q.chain, &kt.chain, &v.chain, &merge}) removed.insert(chain->begin(), chain->end());
+  }
+  erase_nodes(g, removed);
+}
+
 // Conv with a 3x3 filter and stride 1 -> Winograd F(m x m, 3 x 3) (winograd.h), marked with its m; the executor
 // transforms the filter at load where the host has the kernels. m is chosen from the output positions per run (the
 // first profile's): F(4x4) takes the fewest multiplications but reads a filter 4x the size, F(2x2) 1.8x, and on few
@@ -331,6 +493,7 @@ void lower(Graph& g, const std::vector<std::string>& outputs, const std::map<std
   fuse_residual_add(g, outputs, values);
   fuse_activation(g, outputs);
   fuse_softmax_attention(g, outputs, values);
+  fuse_attention_heads(g, outputs, values);
   drop_dead_nodes(g, outputs);
   choose_winograd(g, values);
 }

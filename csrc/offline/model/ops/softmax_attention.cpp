@@ -2,12 +2,15 @@
 // dot-product attention: MatMul(q, kt) -> Add(., mask) -> Softmax(last axis) -> [Where(IsNaN(.), 0, .)]
 // -> MatMul(., v). Inputs q [.., S, D], kt [.., D, T], v [.., T, E], mask (optional, broadcast to [.., S, T]);
 // attributes scale (of q x kt, default 1) and nan_to_zero (the Where: a row softmax makes NaN, a fully masked one,
-// contributes zeros). On AVX-512F hosts one pass per query row, its scores kept in cache, instead of five ATen ops each
+// contributes zeros). With the attribute heads = H, the node also does the head split and merge around it: q
+// [B, S, H*D], k [B, T, H*D] (keys as rows, not transposed), v [B, T, H*E], output [B, S, H*E], mask broadcast to
+// [B, H, S, T]. On AVX-512F hosts one pass per query row, its scores kept in cache, instead of five ATen ops each
 // writing an [.., S, T] tensor (the tiny BERT at batch 1: 73 us per layer in those ops, 39 us in this kernel); ATen's
 // ops otherwise (meta inference, other dtypes, broadcast batch dims).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -23,14 +26,59 @@ namespace {
 
 constexpr int kBlock = 64;  // columns (of the scores, of the output) per register block: four vectors
 
-bool fused_applies(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& mask) {
-  if (!winograd::available() || q.is_meta() || q.dim() < 2 || kt.dim() != q.dim() || v.dim() != q.dim()) return false;
-  for (const auto& t : {q, kt, v})
-    if (t.scalar_type() != at::kFloat) return false;
+// The operands in the node's two forms. Batch form: q [.., S, D], kt [.., D, T], v [.., T, E], output [.., S, E].
+// Heads form (attribute heads = H): q [B, S, H*D], k [B, T, H*D], v [B, T, H*E], output [B, S, H*E]; head h of a row
+// is its columns h*D .. h*D + D, so the exporter's head split and merge (Reshape, Transpose) are not copies.
+struct Shape {
+  int64_t heads = 0;  // 0: batch form
+  int64_t batch = 0, S = 0, D = 0, T = 0, E = 0;  // batch: B*H in the heads form
+};
+
+Shape shape_of(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads) {
+  Shape s;
+  s.heads = heads;
+  if (heads) {
+    s.batch = q.size(0) * heads, s.S = q.size(1), s.D = q.size(2) / heads, s.T = k.size(1), s.E = v.size(2) / heads;
+  } else {
+    s.S = q.size(-2), s.D = q.size(-1), s.T = k.size(-1), s.E = v.size(-1);
+    s.batch = s.S ? q.numel() / (s.S * s.D) : 0;
+  }
+  return s;
+}
+
+bool shapes_agree(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t heads) {
+  if (heads)
+    return q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(0) == k.size(0) && q.size(0) == v.size(0) &&
+           k.size(1) == v.size(1) && q.size(2) % heads == 0 && v.size(2) % heads == 0 && k.size(2) == q.size(2);
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
   const auto batch = q.sizes().slice(0, q.dim() - 2);
-  if (kt.sizes().slice(0, q.dim() - 2) != batch || v.sizes().slice(0, q.dim() - 2) != batch) return false;
-  if (q.size(-1) != kt.size(-2) || kt.size(-1) != v.size(-2) || q.size(-1) == 0 || kt.size(-1) == 0) return false;
-  return !mask.defined() || (mask.scalar_type() == at::kFloat && mask.dim() <= q.dim());
+  return k.sizes().slice(0, q.dim() - 2) == batch && v.sizes().slice(0, q.dim() - 2) == batch &&
+         q.size(-1) == k.size(-2) && k.size(-1) == v.size(-2);
+}
+
+bool fused_applies(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                   int64_t heads) {
+  if (!winograd::available() || q.is_meta() || !shapes_agree(q, k, v, heads)) return false;
+  for (const auto& t : {q, k, v})
+    if (t.scalar_type() != at::kFloat) return false;
+  const Shape s = shape_of(q, k, v, heads);
+  if (s.D == 0 || s.T == 0) return false;
+  return !mask.defined() || (mask.scalar_type() == at::kFloat && mask.dim() <= (heads ? 4 : q.dim()));
+}
+
+// The rows of one (batch, head) of an operand: batch bh starts at base + (bh / heads) * batch_stride + (bh % heads)
+// * head_stride, its rows row_stride apart, each row's values contiguous.
+template <typename T>
+struct Rows {
+  T* base;
+  int64_t heads, batch_stride, head_stride, row_stride;
+  T* at(int64_t bh) const { return base + (bh / heads) * batch_stride + (bh % heads) * head_stride; }
+};
+
+template <typename T>
+Rows<T> rows_of(T* base, const at::Tensor& t, const Shape& s, int64_t width) {
+  if (s.heads) return {base, s.heads, t.stride(0), width, t.stride(1)};
+  return {base, 1, t.size(-2) * t.size(-1), 0, t.size(-1)};
 }
 
 #pragma GCC push_options
@@ -54,10 +102,12 @@ void scaled_products(const float* c, int64_t count, const float* rows, int64_t s
   }
 }
 
-// One query row: scores = qr x K + mask row, p = softmax(scores), out = p x V.
-void attend_row(const float* qr, const float* K, const float* V, const float* mrow, int64_t mstride, float* out,
-                float* scores, int64_t D, int64_t T, int64_t E, float scale, bool nan_to_zero) {
-  scaled_products(qr, D, K, T, T, scale, scores);
+// One query row: scores = qr x kt (D rows of T, kt_stride apart) + mask row, p = softmax(scores), out = p x V (T rows
+// of E, v_stride apart).
+void attend_row(const float* qr, const float* kt, int64_t kt_stride, const float* V, int64_t v_stride,
+                const float* mrow, int64_t mstride, float* out, float* scores, int64_t D, int64_t T, int64_t E,
+                float scale, bool nan_to_zero) {
+  scaled_products(qr, D, kt, kt_stride, T, scale, scores);
   // The mask added (a row of it, or one value broadcast along the row), the maximum and whether any score is NaN.
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 vmax = lowest;
@@ -93,69 +143,115 @@ void attend_row(const float* qr, const float* K, const float* V, const float* mr
     _mm512_mask_storeu_ps(scores + t, m, p);
     sum = _mm512_add_ps(sum, p);
   }
-  scaled_products(scores, T, V, E, E, 1.f / _mm512_reduce_add_ps(sum), out);
+  scaled_products(scores, T, V, v_stride, E, 1.f / _mm512_reduce_add_ps(sum), out);
 }
 
 #pragma GCC pop_options
 
-at::Tensor fused(const at::Tensor& q, const at::Tensor& kt, const at::Tensor& v, const at::Tensor& mask, float scale,
-                 bool nan_to_zero) {
-  const int64_t S = q.size(-2), D = q.size(-1), T = kt.size(-1), E = v.size(-1);
-  auto qc = q.contiguous(), kc = kt.contiguous(), vc = v.contiguous();
-  auto out_sizes = q.sizes().vec();
-  out_sizes.back() = E;
+// The scores' shape ([.., S, T]; [B, H, S, T] in the heads form), which the mask broadcasts to.
+std::vector<int64_t> scores_sizes(const at::Tensor& q, const Shape& s) {
+  if (s.heads) return {q.size(0), s.heads, s.S, s.T};
+  auto sizes = q.sizes().vec();
+  sizes.back() = s.T;
+  return sizes;
+}
+
+at::Tensor fused(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& mask,
+                 float scale, bool nan_to_zero, int64_t heads) {
+  const Shape s = shape_of(q_in, k_in, v_in, heads);
+  // The heads form reads any rows whose values are contiguous (a slice of a wider product); the batch form reads
+  // contiguous tensors.
+  auto dense = [&](const at::Tensor& t) { return heads && t.stride(-1) == 1 ? t : t.contiguous(); };
+  auto q = dense(q_in), k = dense(k_in), v = dense(v_in);
+  std::vector<int64_t> out_sizes;
+  if (heads) {
+    out_sizes = {q.size(0), s.S, heads * s.E};
+  } else {
+    out_sizes = q.sizes().vec();
+    out_sizes.back() = s.E;
+  }
   auto y = at::empty(out_sizes, q.options());
-  const int64_t batch = S ? q.numel() / (S * D) : 0;
-  if (y.numel() == 0 || batch == 0) return y;
-  // The mask as a strided view of [.., S, T]: each batch's row offset, broadcast dims with stride 0.
+  if (y.numel() == 0 || s.batch == 0) return y;
+  // The mask as a strided view of the scores: each batch's row offset, broadcast dims with stride 0.
   at::Tensor m;
-  std::vector<int64_t> mask_offset(batch, 0);
+  std::vector<int64_t> mask_offset(s.batch, 0);
   if (mask.defined()) {
-    auto scores_sizes = q.sizes().vec();
-    scores_sizes.back() = T;
-    m = mask.expand(scores_sizes);
+    const auto sizes = scores_sizes(q, s);
+    m = mask.expand(sizes);
     if (m.stride(-1) > 1) m = m.contiguous();
-    for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t b = 0; b < s.batch; ++b) {
       int64_t rest = b, offset = 0;
-      for (int64_t d = q.dim() - 3; d >= 0; --d) {
+      for (int64_t d = static_cast<int64_t>(sizes.size()) - 3; d >= 0; --d) {
         offset += (rest % m.size(d)) * m.stride(d);
         rest /= m.size(d);
       }
       mask_offset[b] = offset;
     }
   }
-  const float *Q = qc.const_data_ptr<float>(), *K = kc.const_data_ptr<float>(), *V = vc.const_data_ptr<float>();
+  const auto Q = rows_of(q.const_data_ptr<float>(), q, s, s.D), K = rows_of(k.const_data_ptr<float>(), k, s, s.D);
+  const auto V = rows_of(v.const_data_ptr<float>(), v, s, s.E);
+  const auto Y = rows_of(y.data_ptr<float>(), y, s, s.E);
   const float* M = m.defined() ? m.const_data_ptr<float>() : nullptr;
   const int64_t mrow = m.defined() ? m.stride(-2) : 0, mcol = m.defined() ? m.stride(-1) : 0;
-  float* Y = y.data_ptr<float>();
-  parallel_for(batch * S, at::get_num_threads(), [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(T)) scores.resize(T);
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t b = r / S, i = r % S;
-      attend_row(Q + r * D, K + b * D * T, V + b * T * E, M ? M + mask_offset[b] + i * mrow : nullptr, mcol,
-                 Y + r * E, scores.data(), D, T, E, scale, nan_to_zero);
+  // A work item is a (batch, head)'s query rows, split only where there are fewer of them than threads: each item
+  // transposes its keys (heads form), which costs half as much as the rows' products on the tiny BERT's heads.
+  const int threads = at::get_num_threads();
+  const int64_t chunks = std::max<int64_t>(1, (threads + s.batch - 1) / s.batch), rows = (s.S + chunks - 1) / chunks;
+  parallel_for(s.batch * chunks, threads, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores, keys;
+    if (scores.size() < static_cast<size_t>(s.T)) scores.resize(s.T);
+    int64_t transposed = -1;  // the batch whose keys are in `keys`
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / chunks, i0 = (item % chunks) * rows, i1 = std::min(s.S, i0 + rows);
+      // The heads form's keys are rows (T of D): their transpose, D rows of T, makes the scores' product.
+      const float* kt = K.at(b);
+      int64_t kt_stride = K.row_stride;
+      if (s.heads) {
+        if (keys.size() < static_cast<size_t>(s.D * s.T)) keys.resize(s.D * s.T);
+        if (transposed != b)
+          for (int64_t t = 0; t < s.T; ++t)
+            for (int64_t d = 0; d < s.D; ++d) keys[d * s.T + t] = kt[t * K.row_stride + d];
+        transposed = b;
+        kt = keys.data(), kt_stride = s.T;
+      }
+      for (int64_t i = i0; i < i1; ++i)
+        attend_row(Q.at(b) + i * Q.row_stride, kt, kt_stride, V.at(b), V.row_stride,
+                   M ? M + mask_offset[b] + i * mrow : nullptr, mcol, Y.at(b) + i * Y.row_stride, scores.data(), s.D,
+                   s.T, s.E, scale, nan_to_zero);
     }
   });
   return y;
 }
 
+// ATen's ops, each writing its [.., S, T] or [.., S, E] result.
+at::Tensor unfused(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask, float scale,
+                   bool nan_to_zero, int64_t heads) {
+  at::Tensor q4 = q, kt = k, v4 = v;
+  if (heads) {
+    const int64_t B = q.size(0);
+    q4 = q.reshape({B, q.size(1), heads, -1}).transpose(1, 2);
+    kt = k.reshape({B, k.size(1), heads, -1}).permute({0, 2, 3, 1});
+    v4 = v.reshape({B, v.size(1), heads, -1}).transpose(1, 2);
+  }
+  auto scores = at::matmul(q4, kt);
+  if (scale != 1.f) scores = scores * scale;
+  if (mask.defined()) scores = scores + mask;
+  auto p = at::softmax(scores, -1);
+  if (nan_to_zero) p.masked_fill_(p.isnan(), 0);
+  auto y = at::matmul(p, v4);
+  return heads ? y.transpose(1, 2).reshape({q.size(0), q.size(1), -1}) : y;
+}
+
 Kernel softmax_attention(const OpContext& ctx) {
   bool nan_to_zero = ctx.attrs.i("nan_to_zero", 0);
   float scale = ctx.attrs.f("scale", 1.f);
-  return [nan_to_zero, scale](const Tensors& in, Tensors& out) {
-    const auto &q = in[0], &kt = in[1], &v = in[2];
+  int64_t heads = ctx.attrs.i("heads", 0);
+  if (heads < 0) throw Unsupported("heads must be positive, not " + std::to_string(heads));
+  return [nan_to_zero, scale, heads](const Tensors& in, Tensors& out) {
+    const auto &q = in[0], &k = in[1], &v = in[2];
     const at::Tensor mask = in.size() > 3 ? in[3] : at::Tensor();
-    if (fused_applies(q, kt, v, mask)) {
-      out[0] = fused(q, kt, v, mask, scale, nan_to_zero);
-      return;
-    }
-    auto scores = at::matmul(q, kt);
-    if (scale != 1.f) scores = scores * scale;
-    if (mask.defined()) scores = scores + mask;
-    auto p = at::softmax(scores, -1);
-    if (nan_to_zero) p.masked_fill_(p.isnan(), 0);
-    out[0] = at::matmul(p, v);
+    out[0] = fused_applies(q, k, v, mask, heads) ? fused(q, k, v, mask, scale, nan_to_zero, heads)
+                                                 : unfused(q, k, v, mask, scale, nan_to_zero, heads);
   };
 }
 
