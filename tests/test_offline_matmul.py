@@ -139,3 +139,52 @@ def test_force_fp16_matmul_rounds_like_the_cube(name):
     assert np.array_equal(y, half(y)), "outputs are float16 values"
     # One float16 ulp of the output, from the float32 sums' own rounding differences.
     np.testing.assert_allclose(y, half(expected), rtol=2 ** -10, atol=1e-3)
+
+
+def shared_input_model(seed=0):
+    """x [2, 5, 24] times three constant matrices (q, k, v style: 32 and 48 columns with biases, 16 without), a
+    fourth product with Relu and a Tanh reading one product: its outputs y0..y3 and t, and PyTorch CPU's values."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    widths, biased = (32, 48, 16, 16), (True, True, False, False)
+    inits, nodes, expected = [], [], []
+    for i, (n, b) in enumerate(zip(widths, biased)):
+        w = rng.standard_normal((24, n)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"W{i}"))
+        y = torch.from_numpy(x) @ torch.from_numpy(w)
+        nodes.append(helper.make_node("MatMul", ["x", f"W{i}"], [f"p{i}" if b or i == 3 else f"y{i}"]))
+        if b:
+            bias = rng.standard_normal(n).astype(np.float32)
+            inits.append(numpy_helper.from_array(bias, f"b{i}"))
+            nodes.append(helper.make_node("Add", [f"p{i}", f"b{i}"], [f"y{i}"]))
+            y = y + torch.from_numpy(bias)
+        if i == 3:
+            nodes.append(helper.make_node("Relu", ["p3"], ["y3"]))
+            y = torch.relu(y)
+        expected.append(y.numpy())
+    nodes.append(helper.make_node("Tanh", ["y1"], ["t"]))
+    expected.append(np.tanh(expected[1]))
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(e.shape))
+               for n, e in zip(["y0", "y1", "y2", "y3", "t"], expected)]
+    g = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)], outputs,
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), [x], expected
+
+
+def test_products_of_the_same_rows_are_one_node(tmp_path):
+    """The three plain products of x (with and without bias) are one product whose outputs are its column blocks;
+    the one with an activation stays apart. Each output, a graph output and another node's input, has its values."""
+    model, feeds, expected = shared_input_model()
+    nodes = loaded_nodes(model, tmp_path)
+    assert [n[0] for n in nodes] == ["MatMul", "MatMul", "Tanh"]
+    merged = json.loads((tmp_path / "m.json").read_text())["nodes"][0]
+    assert merged["outputs"] == ["y0", "y1", "y2"] and merged["attributes"]["softnpu_split"] == [32, 48, 16]
+    for mode in ("force_fp32", "force_fp16"):
+        got = SoftnpuBackend.prepare(model, precision_mode=mode).run(feeds)
+        for y, e in zip(got, expected):
+            assert y.shape == e.shape
+            if mode == "force_fp32":
+                np.testing.assert_allclose(y, e, rtol=1e-5, atol=1e-5)
+            else:
+                assert np.array_equal(y, half(y)), "outputs are float16 values"
+                np.testing.assert_allclose(y, e, rtol=1e-2, atol=5e-2)

@@ -1,8 +1,9 @@
 // The lowering passes, run once at conversion so that executing does no graph work: nodes no output needs are
 // dropped, batch norm after a convolution is folded into its weights, an activation after a convolution or matmul
 // runs inside it, a bias added after a matmul becomes the GEMM's bias, a residual added after a convolution or matmul
-// becomes its fourth input, the exported attention core becomes one node that also splits and merges the heads, 3x3
-// convolutions choose their Winograd tile; then the precision mode marks nodes.
+// becomes its fourth input, the exported attention core becomes one node that also splits and merges the heads,
+// products of the same rows by constant matrices become one, 3x3 convolutions choose their Winograd tile; then the
+// precision mode marks nodes.
 #include <ATen/ATen.h>
 
 #include <map>
@@ -464,6 +465,67 @@ void fuse_attention_heads(Graph& g, const std::vector<std::string>& outputs,
   erase_nodes(g, removed);
 }
 
+// MatMuls of one input by constant matrices (attention's q, k and v projections): one product by the matrices side by
+// side, whose outputs are its column blocks (attribute softnpu_split, their widths; ops/nn.cpp). One pass over the
+// input instead of three, and a product wide enough to share among threads. Each must be a plain product of the same
+// rows (no residual, activation or precision of its own), its bias absent or constant; widths are multiples of 16,
+// so each block stays on the packed kernel's panels (ops/direct_conv.h).
+void merge_shared_input_products(Graph& g) {
+  auto mergeable = [&](const onnx::NodeProto& n) {
+    if (n.op_type() != "MatMul" || !n.domain().empty() || n.output_size() != 1 || n.input_size() > 3 ||
+        !is_const(g, n.input(1)) || Attrs(n).has("softnpu_activation"))
+      return false;
+    const auto& w = g.constants[n.input(1)];
+    if (w.dim() != 2 || w.scalar_type() != at::kFloat || w.size(1) % 16 != 0) return false;
+    if (n.input_size() < 3 || n.input(2).empty()) return true;
+    if (!is_const(g, n.input(2))) return false;
+    const auto& b = g.constants[n.input(2)];
+    return b.dim() == 1 && b.size(0) == w.size(1) && b.scalar_type() == at::kFloat;
+  };
+  std::map<std::string, std::vector<size_t>> by_input;  // rows -> the mergeable products of them, in order
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (mergeable(g.nodes[i])) by_input[g.nodes[i].input(0)].push_back(i);
+  std::set<size_t> removed;
+  for (auto& [rows, group] : by_input) {
+    const int64_t k = g.constants[g.nodes[group[0]].input(1)].size(0);
+    std::vector<size_t> same;
+    for (size_t i : group)
+      if (g.constants[g.nodes[i].input(1)].size(0) == k) same.push_back(i);
+    if (same.size() < 2) continue;
+    std::vector<at::Tensor> matrices, biases;
+    bool any_bias = false;
+    auto& first = g.nodes[same[0]];
+    onnx::NodeProto merged;
+    merged.set_name(first.name());
+    merged.set_op_type("MatMul");
+    auto* split = merged.add_attribute();
+    split->set_name("softnpu_split");
+    split->set_type(onnx::AttributeProto::INTS);
+    for (size_t i : same) {
+      const auto& n = g.nodes[i];
+      const auto& w = g.constants[n.input(1)];
+      matrices.push_back(w);
+      bool bias = n.input_size() > 2 && !n.input(2).empty();
+      any_bias |= bias;
+      biases.push_back(bias ? g.constants[n.input(2)] : at::zeros({w.size(1)}, w.options()));
+      split->add_ints(w.size(1));
+      merged.add_output(n.output(0));
+      if (i != same[0]) removed.insert(i);
+    }
+    std::string name = first.input(1) + "/merged";
+    while (g.constants.count(name)) name += "'";
+    g.constants[name] = at::cat(matrices, 1);
+    merged.add_input(rows);
+    merged.add_input(name);
+    if (any_bias) {
+      g.constants[name + "/bias"] = at::cat(biases);
+      merged.add_input(name + "/bias");
+    }
+    first = std::move(merged);  // where the first one was: every product's rows exist there
+  }
+  erase_nodes(g, removed);
+}
+
 // Conv with a 3x3 filter and stride 1 -> Winograd F(m x m, 3 x 3) (winograd.h), marked with its m; the executor
 // transforms the filter at load where the host has the kernels. m is chosen from the output positions per run (the
 // first profile's): F(4x4) takes the fewest multiplications but reads a filter 4x the size, F(2x2) 1.8x, and on few
@@ -494,6 +556,7 @@ void lower(Graph& g, const std::vector<std::string>& outputs, const std::map<std
   fuse_activation(g, outputs);
   fuse_softmax_attention(g, outputs, values);
   fuse_attention_heads(g, outputs, values);
+  merge_shared_input_products(g);
   drop_dead_nodes(g, outputs);
   choose_winograd(g, values);
 }

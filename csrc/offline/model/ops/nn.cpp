@@ -196,13 +196,28 @@ Kernel conv_transpose(const OpContext& ctx) {
   };
 }
 
+// The outputs of a product the lowering merged from products of the same rows (softnpu_split, passes.cpp): blocks of
+// its columns, views of the one result.
+void split_columns(const at::Tensor& y, const std::vector<int64_t>& widths, Tensors& out) {
+  if (widths.empty()) {
+    out[0] = y;
+    return;
+  }
+  int64_t begin = 0;
+  for (size_t k = 0; k < widths.size(); ++k) {
+    out[k] = y.narrow(-1, begin, widths[k]);
+    begin += widths[k];
+  }
+}
+
 // A Gemm or MatMul whose matrix the executor's layout pass packed (softnpu_packed): softnpu's kernel, with the bias,
 // the residual (the fourth input) and the activation in its epilogue, and the fp16 node's rounding of its output.
 Kernel packed_matmul(const OpContext& ctx) {
   auto act = activation(ctx);
   bool half = ctx.attrs.s("softnpu_precision", "") == "fp16";
-  return [act, half](const Tensors& in, Tensors& out) {
-    out[0] = direct::matmul(in[0], in[1], optional(in, 2), optional(in, 3), act, half);
+  auto split = ctx.attrs.ints("softnpu_split");
+  return [act, half, split](const Tensors& in, Tensors& out) {
+    split_columns(direct::matmul(in[0], in[1], optional(in, 2), optional(in, 3), act, half), split, out);
   };
 }
 
@@ -228,7 +243,8 @@ Kernel gemm(const OpContext& ctx) {
 Kernel matmul(const OpContext& ctx) {
   if (ctx.attrs.i("softnpu_packed", 0)) return packed_matmul(ctx);
   auto act = activation(ctx);
-  return [act](const Tensors& in, Tensors& out) {
+  auto split = ctx.attrs.ints("softnpu_split");
+  return [act, split](const Tensors& in, Tensors& out) {
     at::Tensor y;
     if (in.size() > 2 && in[2].defined() && in[0].dim() >= 2 && in[1].dim() == 2) {
       // The lowering's matmul+bias: one GEMM over the flattened rows.
@@ -242,7 +258,7 @@ Kernel matmul(const OpContext& ctx) {
     }
     if (in.size() > 3 && in[3].defined()) y.add_(in[3]);  // the residual the lowering fused (passes.cpp)
     activate_(y, act);
-    out[0] = y;
+    split_columns(y, split, out);
   };
 }
 
