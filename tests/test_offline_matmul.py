@@ -24,12 +24,12 @@ def half(a):
 
 
 def matmul_model(rows, k, n, *, op="MatMul", trans_b=False, bias="1d", residual=False, act=None, seed=0,
-                 float16_values=False):
+                 float16_values=False, scale=1.0):
     """x [*rows, K] times a constant W, + bias, [+ r (an input of the output's shape)], [-> act]; returns the model,
     its feeds and PyTorch CPU's result (of every value rounded to float16 first when float16_values)."""
     rng = np.random.default_rng(seed)
     rounded = half if float16_values else (lambda a: a)
-    x = rounded(rng.standard_normal((*rows, k)).astype(np.float32))
+    x = rounded((scale * rng.standard_normal((*rows, k))).astype(np.float32))
     w = rounded((rng.standard_normal((n, k) if trans_b else (k, n)) / np.sqrt(max(k, 1))).astype(np.float32))
     b = rounded(rng.standard_normal((1, n) if bias == "2d" else (n,)).astype(np.float32))
     inits = [numpy_helper.from_array(w, "W")]
@@ -57,7 +57,8 @@ def matmul_model(rows, k, n, *, op="MatMul", trans_b=False, bias="1d", residual=
     if act:
         kind, attrs = act if isinstance(act, tuple) else (act, {})
         nodes.append(helper.make_node(kind, [nodes[-1].output[0]], ["act"], name="act", **attrs))
-        expected = expected.relu() if kind == "Relu" else torch.nn.functional.gelu(expected, **attrs)
+        expected = {"Relu": torch.relu, "Tanh": torch.tanh}.get(kind, lambda t: torch.nn.functional.gelu(t, **attrs))(
+            expected)
     nodes[-1].output[0] = "y"
     g = helper.make_graph(nodes, "mm", graph_inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                           inits)
@@ -80,6 +81,9 @@ CASES = {
     "gemm_trans_b": dict(rows=(5,), k=128, n=128, op="Gemm", trans_b=True),
     "gemm_bias_row": dict(rows=(6,), k=20, n=32, op="Gemm", bias="2d", act="Relu"),
     "gemm_no_bias_residual": dict(rows=(4,), k=8, n=16, op="Gemm", bias=None, residual=True),
+    # BERT's pooler: one row, Tanh (its series near 0, saturation far out: the inputs span both).
+    "gemm_tanh": dict(rows=(1,), k=128, n=128, op="Gemm", act="Tanh"),
+    "matmul_tanh_large": dict(rows=(7,), k=16, n=32, act="Tanh", scale=30.0),
     # ATen's: columns not a multiple of 16 (the fused bias, residual and activation still apply).
     "aten_odd_columns": dict(rows=(2, 3), k=16, n=10, residual=True, act=GELU),
 }
@@ -109,6 +113,7 @@ def loaded_nodes(model, tmp_path) -> list:
                                        ("matmul_gelu_tanh", ("MatMul", 1, "GeluTanh")),
                                        ("matmul_residual", ("MatMul", 1, "")),
                                        ("gemm_trans_b", ("Gemm", 1, "")),
+                                       ("gemm_tanh", ("Gemm", 1, "Tanh")),
                                        ("aten_odd_columns", ("MatMul", 0, "Gelu"))])
 def test_bias_residual_and_activation_fuse_into_one_node(name, node, tmp_path):
     model, *_ = matmul_model(**CASES[name])

@@ -142,8 +142,8 @@ void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
   erase_nodes(g, removed);
 }
 
-// Conv / ConvTranspose / Gemm / MatMul -> Relu, and Gemm / MatMul -> Gelu: the producer applies it to its output (in
-// its kernel's epilogue, or in place after ATen's).
+// Conv / ConvTranspose / Gemm / MatMul -> Relu, and Gemm / MatMul -> Gelu or Tanh (BERT's pooler): the producer
+// applies it to its output (in its kernel's epilogue, or in place after ATen's).
 void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
   auto u = uses(g, outputs);
   std::set<size_t> removed;
@@ -161,6 +161,7 @@ void fuse_activation(Graph& g, const std::vector<std::string>& outputs) {
       auto form = Attrs(act).s("approximate", "none");
       fused = form == "none" ? "Gelu" : form == "tanh" ? "GeluTanh" : "";
     }
+    if (act.op_type() == "Tanh" && (t == "Gemm" || t == "MatMul")) fused = "Tanh";
     if (fused.empty()) continue;
     set_attr_s(n, "softnpu_activation", fused);
     n.set_output(0, act.output(0));

@@ -36,6 +36,7 @@ __m512 activate(__m512 r, Activation act) {
     case Activation::kRelu: return _mm512_max_ps(r, _mm512_setzero_ps());
     case Activation::kGelu: return vec::gelu_ps(r, false);
     case Activation::kGeluTanh: return vec::gelu_ps(r, true);
+    case Activation::kTanh: return vec::tanh_ps(r);
     default: return r;
   }
 }

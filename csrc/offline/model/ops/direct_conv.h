@@ -17,7 +17,7 @@
 namespace softnpu::offline::direct {
 
 // The activation the kernel applies to its output (the lowering's softnpu_activation).
-enum class Activation { kNone, kRelu, kGelu, kGeluTanh };
+enum class Activation { kNone, kRelu, kGelu, kGeluTanh, kTanh };
 
 // Whether a convolution takes this kernel: a float [OC, C, KH, KW] filter with OC a multiple of 16, one group.
 bool supported(const at::Tensor& weight, int64_t group);

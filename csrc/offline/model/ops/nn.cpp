@@ -83,7 +83,7 @@ using direct::Activation;
 Activation activation(const OpContext& ctx) {
   auto a = ctx.attrs.s("softnpu_activation", "");
   return a == "Relu" ? Activation::kRelu : a == "Gelu" ? Activation::kGelu : a == "GeluTanh" ? Activation::kGeluTanh
-                                                                                             : Activation::kNone;
+       : a == "Tanh" ? Activation::kTanh : Activation::kNone;
 }
 
 // The fused activation on ATen's output, in place.
@@ -91,6 +91,7 @@ void activate_(at::Tensor& y, Activation act) {
   if (act == Activation::kRelu) y.relu_();
   if (act == Activation::kGelu) at::gelu_(y, "none");
   if (act == Activation::kGeluTanh) at::gelu_(y, "tanh");
+  if (act == Activation::kTanh) y.tanh_();
 }
 
 Kernel conv(const OpContext& ctx) {
