@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "backend/env.h"
+#include "common/kernel_threads.h"
 #include "backend/ops/kernel.h"
 #include "backend/ops/op_info.h"
 
@@ -197,7 +198,10 @@ at::Tensor float_copy(const at::Tensor& t, unsigned dtypes) {
   at::Tensor dst = src.is_non_overlapping_and_dense()
                        ? scratch().take(src.sizes(), src.strides(), src.numel())
                        : scratch().take(src.sizes(), c10::contiguous_strides(src.sizes()), src.numel());
-  dst.copy_(src);
+  {
+    SerialIf small(src.numel() < kSerialCopyElements);
+    dst.copy_(src);
+  }
   return broadcast ? dst.expand(t.sizes()) : dst;
 }
 
@@ -298,6 +302,7 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
   scratch().reset();
   at::Tensor c = scratch().take(out.sizes(), c10::contiguous_strides(out.sizes()), out.numel());
   // beta == 0 ignores self, NaN included, as ATen's addmm does.
+  SerialIf small(out.numel() < kSerialCopyElements);
   if (beta != 0.f) c.copy_(stack[0].toTensor().expand(out.sizes()));
   const int64_t batches = a.dim() == 3 ? a.size(0) : 1;
   const auto* a_data = static_cast<const c10::Half*>(a.const_data_ptr());
@@ -309,7 +314,10 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
                          alpha, a_data + a_offset, ma->ld, b_data + b_offset, mb->ld, beta, c_data + i * m * n,
                          static_cast<int>(n));
   }
-  out.copy_(c);
+  {
+    SerialIf small_copy(out.numel() < kSerialCopyElements);
+    out.copy_(c);
+  }
   return true;
 }
 
@@ -344,7 +352,10 @@ Float32Operands::Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k
 }
 
 void Float32Operands::write_back() {
-  for (auto& [device, copy] : written_) device.copy_(copy);
+  for (auto& [device, copy] : written_) {
+    SerialIf small(device.numel() < kSerialCopyElements);
+    device.copy_(copy);
+  }
 }
 
 }  // namespace softnpu

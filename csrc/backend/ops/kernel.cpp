@@ -247,6 +247,7 @@ at::Generator kernel_generator(uint64_t seed) {
 // kernel returns another shape, which no device output could take: those are left as the Meta kernel shaped them.
 void copy_result(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst.defined() || !src.defined()) return;
+  SerialIf small(dst.numel() < kSerialCopyElements);
   if (dst.sizes() == src.sizes()) {
     dst.copy_(src);
   } else if (dst.numel() == src.numel()) {
