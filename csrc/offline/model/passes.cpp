@@ -65,6 +65,20 @@ void erase_nodes(Graph& g, const std::set<size_t>& removed) {
 
 bool is_const(const Graph& g, const std::string& name) { return !name.empty() && g.constants.count(name); }
 
+// Which node makes each value.
+std::map<std::string, size_t> producers(const Graph& g) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].output()) producer[o] = i;
+  return producer;
+}
+
+// A value as the evaluation left it (a constant, or a meta tensor of its dtype and shape); undefined where unknown.
+at::Tensor evaluated(const std::map<std::string, AbstractValue>& values, const std::string& name) {
+  auto it = values.find(name);
+  return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
+}
+
 // Conv -> BatchNormalization (inference): W' = W * s, B' = (B - mean) * s + beta, with s = gamma / sqrt(var + eps).
 void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
   auto u = uses(g, outputs);
@@ -112,10 +126,7 @@ void fold_batch_norm(Graph& g, const std::vector<std::string>& outputs) {
 void fuse_residual_add(Graph& g, const std::vector<std::string>& outputs,
                        const std::map<std::string, AbstractValue>& values) {
   auto u = uses(g, outputs);
-  auto shape_of = [&](const std::string& name) {
-    auto it = values.find(name);
-    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
-  };
+  auto shape_of = [&](const std::string& name) { return evaluated(values, name); };
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     auto& n = g.nodes[i];
@@ -201,13 +212,8 @@ void fuse_matmul_bias(Graph& g, const std::vector<std::string>& outputs) {
 void fuse_softmax_attention(Graph& g, const std::vector<std::string>& outputs,
                             const std::map<std::string, AbstractValue>& values) {
   auto u = uses(g, outputs);
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& o : g.nodes[i].output()) producer[o] = i;
-  auto value = [&](const std::string& name) {
-    auto it = values.find(name);
-    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
-  };
+  const auto producer = producers(g);
+  auto value = [&](const std::string& name) { return evaluated(values, name); };
   auto made_by = [&](const std::string& name, const char* type) -> onnx::NodeProto* {
     auto it = producer.find(name);
     return it != producer.end() && g.nodes[it->second].op_type() == type && g.nodes[it->second].domain().empty()
@@ -390,13 +396,8 @@ bool same_layout(const View& v, const std::vector<int64_t>& sizes, const std::ve
 void fuse_attention_heads(Graph& g, const std::vector<std::string>& outputs,
                           const std::map<std::string, AbstractValue>& values) {
   auto u = uses(g, outputs);
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& o : g.nodes[i].output()) producer[o] = i;
-  auto value = [&](const std::string& name) {
-    auto it = values.find(name);
-    return it != values.end() && it->second.tensor.defined() ? it->second.tensor : at::Tensor();
-  };
+  const auto producer = producers(g);
+  auto value = [&](const std::string& name) { return evaluated(values, name); };
   auto is_layout = [](const onnx::NodeProto& n) {
     return n.domain().empty() && (n.op_type() == "Reshape" || n.op_type() == "Transpose");
   };
