@@ -210,8 +210,8 @@ at::Tensor fused(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tenso
   const auto Y = rows_of(y.data_ptr<float>(), y, s, s.E);
   const float* M = m.defined() ? m.const_data_ptr<float>() : nullptr;
   const int64_t mrow = m.defined() ? m.stride(-2) : 0, mcol = m.defined() ? m.stride(-1) : 0;
-  // A work item is a (batch, head)'s query rows, split only where there are fewer of them than threads: each item
-  // transposes its keys (heads form), which costs half as much as the rows' products on the tiny BERT's heads.
+  // A work item is a (batch, head)'s query rows, split only where there are fewer (batch, head)s than threads: the heads
+  // form transposes a (batch, head)'s keys once per item, so items are as few as the threads allow.
   const int threads = at::get_num_threads();
   const int64_t chunks = std::max<int64_t>(1, (threads + s.batch - 1) / s.batch), rows = (s.S + chunks - 1) / chunks;
   parallel_for(s.batch * chunks, threads, [&](int64_t begin, int64_t end) {
