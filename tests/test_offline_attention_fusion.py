@@ -74,13 +74,18 @@ CASES = {
 }
 
 
-def fused_types(model, tmp_path):
+def loaded_nodes_json(model, tmp_path):
+    """The converted model's nodes as `atc --mode=1` writes them."""
     om = tmp_path / "m.om"
     om.write_bytes(convert(model.SerializeToString(), "force_fp32"))
     r = subprocess.run([str(ATC), "--mode=1", f"--om={om}", f"--json={tmp_path / 'm.json'}"], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    return [n["type"] for n in json.loads((tmp_path / "m.json").read_text())["nodes"]]
+    return json.loads((tmp_path / "m.json").read_text())["nodes"]
+
+
+def fused_types(model, tmp_path):
+    return [n["type"] for n in loaded_nodes_json(model, tmp_path)]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -145,13 +150,27 @@ def exported_heads_model(tmp_path, batch, s, t, e, heads):
 ])
 def test_head_split_and_merge_are_part_of_the_node(tmp_path, batch, s, t, e, heads):
     model, feeds, expected = exported_heads_model(tmp_path, batch, s, t, e, heads)
-    types = fused_types(model, tmp_path)
+    nodes = loaded_nodes_json(model, tmp_path)
+    types = [n["type"] for n in nodes]
     assert types.count("SoftmaxAttention") == 1
     assert "Transpose" not in types and "Reshape" not in types, types
-    nodes = json.loads((tmp_path / "m.json").read_text())["nodes"]
     assert [n["attributes"]["heads"] for n in nodes if n["type"] == "SoftmaxAttention"] == [heads]
+    # k and v, products of the same memory, are one product where their widths are multiples of 16: the node reads
+    # their column blocks in place.
+    splits = [n["attributes"].get("softnpu_split") for n in nodes if n["type"] == "MatMul"]
+    assert splits.count([e, e]) == (1 if e % 16 == 0 else 0), splits
     (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp32").run(feeds)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_heads_form_under_force_fp16(tmp_path):
+    """force_fp16: the merged k/v product stores float16 values in its column blocks, the attention reads them as
+    they are and its output is rounded: float16 values within float16's error of PyTorch's float32."""
+    model, feeds, expected = exported_heads_model(tmp_path, 3, 7, 20, 48, 4)
+    assert [48, 48] in [n["attributes"].get("softnpu_split") for n in loaded_nodes_json(model, tmp_path)]
+    (y,) = SoftnpuBackend.prepare(model, precision_mode="force_fp16").run(feeds)
+    assert np.array_equal(y, y.astype(np.float16).astype(np.float32)), "outputs are float16 values"
+    np.testing.assert_allclose(y, expected, rtol=1e-2, atol=1e-2)
 
 
 def heads_chain_model(rng, *, b, s, t, h, d, q_perm=(0, 2, 1, 3), kt_perm=(0, 2, 3, 1), extra_output=None):
