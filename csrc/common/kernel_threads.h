@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <dlfcn.h>
 
 namespace softnpu {
@@ -25,20 +26,19 @@ inline void set_kernel_threads(int n) {
 // took 0.26 ms on the cube's float32 route with its three conversions on two threads, 0.21 ms on one thread.
 constexpr int64_t kSerialCopyElements = int64_t{1} << 20;
 
-// For the ATen calls in its scope, one thread if `serial`; the kernel's team again after.
-class SerialIf {
- public:
-  explicit SerialIf(bool serial) : saved_(serial ? at::get_num_threads() : 0) {
-    if (serial) set_kernel_threads(1);
+// dst.copy_(src) in a kernel: on the compute thread alone below kSerialCopyElements, on the kernel's team above.
+inline void kernel_copy(const at::Tensor& dst, const at::Tensor& src) {
+  const int team = dst.numel() < kSerialCopyElements ? at::get_num_threads() : 1;
+  if (team == 1) {
+    dst.copy_(src);
+    return;
   }
-  ~SerialIf() {
-    if (saved_) set_kernel_threads(saved_);
-  }
-  SerialIf(const SerialIf&) = delete;
-  SerialIf& operator=(const SerialIf&) = delete;
-
- private:
-  int saved_;
-};
+  set_kernel_threads(1);
+  struct Restore {
+    int team;
+    ~Restore() { set_kernel_threads(team); }
+  } restore{team};
+  dst.copy_(src);
+}
 
 }  // namespace softnpu

@@ -198,10 +198,7 @@ at::Tensor float_copy(const at::Tensor& t, unsigned dtypes) {
   at::Tensor dst = src.is_non_overlapping_and_dense()
                        ? scratch().take(src.sizes(), src.strides(), src.numel())
                        : scratch().take(src.sizes(), c10::contiguous_strides(src.sizes()), src.numel());
-  {
-    SerialIf small(src.numel() < kSerialCopyElements);
-    dst.copy_(src);
-  }
+  kernel_copy(dst, src);
   return broadcast ? dst.expand(t.sizes()) : dst;
 }
 
@@ -302,8 +299,7 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
   scratch().reset();
   at::Tensor c = scratch().take(out.sizes(), c10::contiguous_strides(out.sizes()), out.numel());
   // beta == 0 ignores self, NaN included, as ATen's addmm does.
-  SerialIf small(out.numel() < kSerialCopyElements);
-  if (beta != 0.f) c.copy_(stack[0].toTensor().expand(out.sizes()));
+  if (beta != 0.f) kernel_copy(c, stack[0].toTensor().expand(out.sizes()));
   const int64_t batches = a.dim() == 3 ? a.size(0) : 1;
   const auto* a_data = static_cast<const c10::Half*>(a.const_data_ptr());
   const auto* b_data = static_cast<const c10::Half*>(b.const_data_ptr());
@@ -314,10 +310,7 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
                          alpha, a_data + a_offset, ma->ld, b_data + b_offset, mb->ld, beta, c_data + i * m * n,
                          static_cast<int>(n));
   }
-  {
-    SerialIf small_copy(out.numel() < kSerialCopyElements);
-    out.copy_(c);
-  }
+  kernel_copy(out, c);
   return true;
 }
 
@@ -352,10 +345,7 @@ Float32Operands::Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k
 }
 
 void Float32Operands::write_back() {
-  for (auto& [device, copy] : written_) {
-    SerialIf small(device.numel() < kSerialCopyElements);
-    device.copy_(copy);
-  }
+  for (auto& [device, copy] : written_) kernel_copy(device, copy);
 }
 
 }  // namespace softnpu

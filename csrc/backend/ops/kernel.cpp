@@ -247,11 +247,10 @@ at::Generator kernel_generator(uint64_t seed) {
 // kernel returns another shape, which no device output could take: those are left as the Meta kernel shaped them.
 void copy_result(const at::Tensor& dst, const at::Tensor& src) {
   if (!dst.defined() || !src.defined()) return;
-  SerialIf small(dst.numel() < kSerialCopyElements);
   if (dst.sizes() == src.sizes()) {
-    dst.copy_(src);
+    kernel_copy(dst, src);
   } else if (dst.numel() == src.numel()) {
-    dst.copy_(src.reshape(dst.sizes()));
+    kernel_copy(dst, src.reshape(dst.sizes()));
   }
 }
 

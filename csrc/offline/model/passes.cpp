@@ -470,7 +470,7 @@ void fuse_attention_heads(Graph& g, const std::vector<std::string>& outputs,
 // MatMuls of one input by constant matrices (attention's q, k and v projections): one product by the matrices side by
 // side, whose outputs are its column blocks (attribute softnpu_split, their widths; ops/nn.cpp). One pass over the
 // input instead of three, and a product wide enough to share among threads. Each must be a plain product of the same
-// rows (no residual, activation or precision of its own), its bias absent or constant; widths are multiples of 16,
+// rows (no residual or activation), its bias absent or constant; widths are multiples of 16,
 // so each block stays on the packed kernel's panels (ops/direct_conv.h).
 void merge_shared_input_products(Graph& g) {
   auto mergeable = [&](const onnx::NodeProto& n) {
@@ -515,7 +515,7 @@ void merge_shared_input_products(Graph& g) {
       if (i != same[0]) removed.insert(i);
     }
     std::string name = first.input(1) + "/merged";
-    while (g.constants.count(name)) name += "'";
+    while (g.constants.count(name) || g.constants.count(name + "/bias")) name += "'";
     g.constants[name] = at::cat(matrices, 1);
     merged.add_input(rows);
     merged.add_input(name);

@@ -32,29 +32,6 @@ inline __m512 exp_ps(__m512 x) {
   return _mm512_maskz_mov_ps(normal, _mm512_scalef_ps(p, n));
 }
 
-// GELU: x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7); or its tanh
-// approximation, tanh(u) = 1 - 2 / (1 + e^2u).
-inline __m512 gelu_ps(__m512 x, bool tanh_form) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
-  if (tanh_form) {
-    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
-    const __m512 e = exp_ps(_mm512_add_ps(u, u));
-    const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.f), _mm512_add_ps(one, e)));
-    return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t));
-  }
-  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678f));
-  const __m512 a = _mm512_abs_ps(z);
-  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, one));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f}) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
-  p = _mm512_mul_ps(p, t);
-  const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
-  __m512 erf = _mm512_fnmadd_ps(p, e, one);  // erf(|z|)
-  erf = _mm512_mask_sub_ps(erf, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), erf);
-  return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, erf));
-}
-
 // tanh: (1 - e^-2|x|) / (1 + e^-2|x|) with x's sign; below |x| = 1/8, where 1 - e^-2|x| cancels, its Taylor series to
 // x^7 (the next term is under 1e-8 of x there). NaN stays NaN.
 inline __m512 tanh_ps(__m512 x) {
@@ -67,6 +44,27 @@ inline __m512 tanh_ps(__m512 x) {
   for (float c : {2.f / 15.f, -1.f / 3.f, 1.f}) p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(c));
   t = _mm512_mask_mul_ps(t, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.125f), _CMP_LT_OQ), p, x);
   return _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+// GELU: x/2 (1 + erf(x / sqrt 2)), erf by Abramowitz and Stegun's 7.1.26 (absolute error below 1.5e-7); or its tanh
+// approximation, x/2 (1 + tanh(u)).
+inline __m512 gelu_ps(__m512 x, bool tanh_form) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
+  if (tanh_form) {
+    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+    return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, tanh_ps(u)));
+  }
+  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678f));
+  const __m512 a = _mm512_abs_ps(z);
+  const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), a, one));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f}) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), a));
+  __m512 erf = _mm512_fnmadd_ps(p, e, one);  // erf(|z|)
+  erf = _mm512_mask_sub_ps(erf, _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps(), erf);
+  return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, erf));
 }
 
 #pragma GCC pop_options
