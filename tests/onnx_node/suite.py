@@ -3,7 +3,7 @@
 Each case converts its model with atc's conversion in memory and runs it through ACL (softnpu.offline.onnx_backend);
 ONNX's own harness compares the outputs with the expected ones. `failures.txt` lists the cases expected to fail, each
 with its reason; they are marked expected failures, so a listed case that starts passing is reported and the list
-must shrink.
+must shrink. The random ones (reason "random: ...") are not run: they could pass only by chance.
 """
 from __future__ import annotations
 
@@ -35,8 +35,13 @@ def expected_failures() -> dict[str, str]:
 def node_test_cases(name: str, only: list[str] | None = None) -> dict:
     """The node test cases as unittest classes for pytest to collect (only: regexes of test names to keep)."""
     suite = onnx.backend.test.BackendTest(SoftnpuBackend, name)
-    for test in expected_failures():
-        suite.xfail(rf"^{re.escape(test)}_cpu$")
+    for test, reason in expected_failures().items():
+        # A random op's expected output is one draw of numpy's: softnpu's draw matches it only by chance (the
+        # 10-value Bernoulli cases about once in a few hundred runs), which would fail an expected failure.
+        if reason.startswith("random:"):
+            suite.exclude(rf"^{re.escape(test)}_cpu$")
+        else:
+            suite.xfail(rf"^{re.escape(test)}_cpu$")
     if only:
         for pattern in only:
             suite.include(pattern)
