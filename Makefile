@@ -21,7 +21,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz onnx-node-tests deps clean
+.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz onnx-node-tests hf-suites deps clean
 
 # ---------------------------------------------------------------- set-up
 
@@ -108,6 +108,12 @@ conformance: build
 # expected failures with reasons, and `make test` runs a slice (tests/test_onnx_node.py).
 onnx-node-tests: build
 	$(PY) tests/onnx_node/runner.py
+
+# transformers' and diffusers' model test suites (their pinned versions' sdists from PyPI, with tests/clients/hf_suites'
+# model files) on the CPU and on npu, compared case by case; fails on an npu-only failure that
+# tests/clients/hf_suites/expected_differences.toml does not explain. `make test` runs a slice (tests/test_hf_suites.py).
+hf-suites: build
+	$(PY) tests/clients/hf_suites/run.py
 
 # The differential fuzzer (tests/fuzz_ops.py): OpInfo ops on mutated inputs, npu against the CPU, for FUZZ_MINUTES;
 # prints the cases tried and each disagreement as a minimal reproducer, and fails if it found one.

@@ -1,0 +1,37 @@
+"""LLaMA, a decoder, under transformers' common model tests (ModelTesterMixin), with a tiny random config."""
+import unittest
+
+import torch
+from transformers import (LlamaConfig, LlamaForCausalLM, LlamaForQuestionAnswering, LlamaForSequenceClassification,
+                          LlamaForTokenClassification, LlamaModel)
+
+from ...test_modeling_common import ModelTesterMixin, ids_tensor
+
+
+class LlamaTester:
+    batch_size, seq_length, vocab_size = 3, 7, 99
+    hidden_size, num_hidden_layers, num_attention_heads = 32, 2, 4
+    is_training = True
+    pad_token_id = 0
+
+    def __init__(self, parent):
+        self.parent = parent
+
+    def get_config(self):
+        # Grouped key/value heads (2 for 4 query heads), as in the released LLaMA models.
+        return LlamaConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size, intermediate_size=37,
+                           num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
+                           num_key_value_heads=2, max_position_embeddings=512, pad_token_id=self.pad_token_id)
+
+    def prepare_config_and_inputs_for_common(self):
+        input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
+        attention_mask = torch.tril(torch.ones_like(input_ids))
+        return self.get_config(), {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+class LlamaModelTest(ModelTesterMixin, unittest.TestCase):
+    all_model_classes = (LlamaModel, LlamaForCausalLM, LlamaForSequenceClassification, LlamaForQuestionAnswering,
+                         LlamaForTokenClassification)
+
+    def setUp(self):
+        self.model_tester = LlamaTester(self)

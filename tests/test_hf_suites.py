@@ -1,0 +1,45 @@
+"""A slice of transformers' and diffusers' model test suites on npu against the CPU (tests/clients/hf_suites;
+`make hf-suites` runs every case): each architecture's training, gradient checkpointing, save/reload, attention and
+output checks, in the suites' own processes with TRANSFORMERS_TEST_DEVICE / DIFFUSERS_TEST_DEVICE set."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+HF_SUITES = REPO / "tests" / "clients" / "hf_suites"
+sys.path.insert(0, str(HF_SUITES))
+import run  # noqa: E402
+
+SLICE = {
+    "transformers": "test_training or test_save_load or test_attention_outputs or test_hidden_states_output "
+                    "or test_model_outputs_equivalence or test_batching_equivalence",
+    "diffusers": "test_training or test_gradient_checkpointing or test_from_save_pretrained or test_attention "
+                 "or test_half_precision",
+}
+
+
+@pytest.mark.parametrize("suite", sorted(SLICE))
+def test_slice(suite):
+    result = subprocess.run([sys.executable, str(HF_SUITES / "run.py"), "--suite", suite, "-k", SLICE[suite]],
+                            capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Both devices ran the slice: a suite that collected nothing, or was skipped whole on npu, compares nothing.
+    for device in ("cpu", "npu"):
+        passed = re.search(rf"^{suite} on {device}: (\d+) passed", result.stdout, re.M)
+        assert passed and int(passed.group(1)) >= 10, result.stdout
+
+
+def test_compare_reports_npu_failures_and_stale_entries():
+    cpu = {"A::test_x": run.Outcome("passed"), "A::test_y": run.Outcome("passed"), "A::test_z": run.Outcome("failed")}
+    npu = {"A::test_x": run.Outcome("failed", "boom"), "A::test_y": run.Outcome("passed"),
+           "A::test_z": run.Outcome("failed")}
+    assert run.compare("s", cpu, npu, []) == ["s A::test_x: passes on the CPU, fails on npu: boom"]
+    explained = [{"case": "test_x", "reason": "known"}]
+    assert run.compare("s", cpu, npu, explained) == []
+    stale = [{"case": "test_y", "reason": "fixed since"}]
+    assert run.compare("s", cpu, npu, stale) == [
+        "s A::test_x: passes on the CPU, fails on npu: boom",
+        "s A::test_y: passes on npu, but expected_differences.toml says: fixed since"]
