@@ -1,6 +1,7 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
 from . import _gpu_trace, _sanitizer  # torch.npu._gpu_trace: where torch's GPUTrace hook looks
+from . import _utils  # torch.load restores npu storages through torch.npu._utils._get_device_index, as CUDA's
 from . import amp
 from .ascend import (
     clear_npu_overflow_flag,
@@ -82,6 +83,7 @@ from .memory import (
     use_mem_pool,
 )
 from .random import (
+    _get_generator,
     get_rng_state,
     get_rng_state_all,
     initial_seed,
@@ -124,6 +126,10 @@ def __getattr__(name: str):
         from .random import _generators
 
         return _generators()
+    # torch.cuda._initialized, read live: torch.utils.checkpoint saves and restores a device's RNG state only if
+    # getattr(device_module, "_initialized", False). A module attribute here would be a copy that never changes.
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
 
 

@@ -24,6 +24,11 @@ def _generator(device: Any) -> torch.Generator:
     return _generators()[_device_index(device, optional=True)]
 
 
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of an npu device (its index, else the current device's), as torch.cuda._get_generator."""
+    return _generator(device.index)
+
+
 def manual_seed(seed: int) -> None:
     """Seeds the current device's generator."""
     seed = int(seed)
