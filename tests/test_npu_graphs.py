@@ -233,3 +233,125 @@ def test_freeing_a_released_pool_during_another_capture_waits_for_the_capture():
         del kept  # the released pool's segment would be freed now, which would wait for the device
     g2.replay()
     torch.testing.assert_close(y.cpu(), torch.full((1024,), 2.0))
+
+
+# torch.compile(mode="reduce-overhead") keeps the contract of CUDA graph trees (softnpu/inductor/npu_graphs.py).
+
+def _cache_step(cache, x, pos):
+    cache.index_copy_(0, pos, x)
+    return cache.sum()
+
+
+def _fill_cache(f, cache):
+    for i in range(4):
+        out = f(cache, torch.full((1,), i + 1.0, device="npu"), torch.tensor([i], device="npu"))
+    torch.npu.synchronize()
+    return cache.cpu().tolist(), float(out)
+
+
+def _eager_cache():
+    cache = torch.zeros(4)
+    return _fill_cache(_cache_step, cache.npu())
+
+
+def test_reduce_overhead_records_again_when_a_static_input_moves():
+    from softnpu.inductor import npu_graphs
+
+    torch._dynamo.reset()
+    f = torch.compile(_cache_step, mode="reduce-overhead", fullgraph=True)
+    before = len(npu_graphs.GRAPHS)
+    caches = []
+    for _ in range(2):
+        caches.append(torch.zeros(4, device="npu"))  # both kept: the second cache has another address
+        torch._dynamo.mark_static_address(caches[-1])
+        assert _fill_cache(f, caches[-1]) == _eager_cache() == ([1.0, 2.0, 3.0, 4.0], 10.0)
+    # One recording per cache address (the first after the warm-up call); every other call replays one of them.
+    graphs = npu_graphs.GRAPHS[before:]
+    assert len(graphs) == 2
+    assert [g._replay_count() for g in graphs] == [3, 4]
+
+
+def test_reduce_overhead_replays_the_recording_of_a_freed_inputs_address_only_for_the_tensor_now_there():
+    from softnpu.inductor import npu_graphs
+
+    torch._dynamo.reset()
+    f = torch.compile(_cache_step, mode="reduce-overhead", fullgraph=True)
+    before = len(npu_graphs.GRAPHS)
+    cache = torch.zeros(4, device="npu")
+    torch._dynamo.mark_static_address(cache)
+    _fill_cache(f, cache)
+    freed = cache.data_ptr()
+    del cache  # nothing of softnpu's keeps it: its block goes back to the allocator
+    # Allocate until the caching allocator hands that block out again (free blocks are taken in address order).
+    held = []
+    while (cache := torch.zeros(4, device="npu")).data_ptr() != freed:
+        held.append(cache)
+        assert len(held) < 4096, "the freed block was never handed out again: something still holds it"
+    torch._dynamo.mark_static_address(cache)
+    assert _fill_cache(f, cache) == _eager_cache()
+    # The recording made at that address serves the new tensor there: no second recording.
+    assert len(npu_graphs.GRAPHS) - before == 1
+
+
+def test_reduce_overhead_does_not_record_a_graph_that_mutates_an_input_it_would_copy():
+    from torch._dynamo.utils import counters
+    from softnpu.inductor import npu_graphs
+
+    torch._dynamo.reset()
+    f = torch.compile(_cache_step, mode="reduce-overhead", fullgraph=True)
+    before, skips = len(npu_graphs.GRAPHS), counters["inductor"]["cudagraph_skips"]
+    for _ in range(2):
+        assert _fill_cache(f, torch.zeros(4, device="npu")) == _eager_cache()
+    assert len(npu_graphs.GRAPHS) == before  # run as compiled, never recorded (CUDA's check_for_mutation)
+    assert counters["inductor"]["cudagraph_skips"] > skips
+
+
+def test_reduce_overhead_falls_back_past_the_rerecord_limit():
+    from torch._dynamo.utils import counters
+    from softnpu.inductor import npu_graphs
+
+    torch._dynamo.reset()
+    f = torch.compile(_cache_step, mode="reduce-overhead", fullgraph=True)
+    before, skips = len(npu_graphs.GRAPHS), counters["inductor"]["cudagraph_skips"]
+    caches = []
+    with torch._inductor.config.patch({"triton.cudagraph_unexpected_rerecord_limit": 2}):
+        for _ in range(4):
+            caches.append(torch.zeros(4, device="npu"))
+            torch._dynamo.mark_static_address(caches[-1])
+            assert _fill_cache(f, caches[-1]) == _eager_cache()
+    assert len(npu_graphs.GRAPHS) - before == 2
+    assert counters["inductor"]["cudagraph_skips"] > skips
+
+
+# A user's capture: what torch.cuda's documentation promises of CUDA graphs.
+
+def test_captured_in_place_update_of_an_input_repeats_on_every_replay():
+    # "Replay ... reads and writes the same memory": an in-place op on a tensor made before capture writes it on
+    # every replay.
+    static = torch.arange(6.0, device="npu")
+    step = torch.full((6,), 0.5, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        static.mul_(2).add_(step)
+    expected = torch.arange(6.0)
+    for _ in range(3):
+        g.replay()
+        expected = expected * 2 + 0.5
+    torch.testing.assert_close(static.cpu(), expected)
+
+
+def test_memory_a_capture_freed_stays_the_graphs():
+    # The capture's allocations come from its private pool; one freed during capture is not handed to eager tensors
+    # afterwards, so a replay cannot overwrite them.
+    x = torch.ones(1 << 16, device="npu")
+    g = torch.npu.NPUGraph()
+    with torch.npu.graph(g):
+        tmp = x * 3
+        out = tmp + 1
+        del tmp
+    eager = [torch.full((1 << 16,), -1.0, device="npu") for _ in range(4)]
+    x.fill_(2)
+    g.replay()
+    torch.testing.assert_close(out.cpu(), torch.full((1 << 16,), 7.0))
+    for t in eager:
+        torch.testing.assert_close(t.cpu(), torch.full((1 << 16,), -1.0))

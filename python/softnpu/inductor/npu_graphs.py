@@ -1,21 +1,36 @@
 """torch.compile(mode="reduce-overhead") on npu: the compiled graph replayed as an NPU graph, as CUDA graphs replay it
 for CUDA.
 
-Inductor's CUDA graph trees are CUDA-only (torch.cuda graphs, pools and memory checks), so npu does not use them.
-Inductor 2.13 has a seam for this: ``config.cudagraph_policy``, whose ``cudagraphify`` wraps each compiled graph
-(forward, backward, inference) when the mode asks for graphs. Two things are made to hold for npu:
+Inductor's CUDA graph trees are not reused: they run on the CUDA caching allocator's private hooks
+(``torch._C._cuda_beginAllocateCurrentThreadToPool`` / ``_cuda_endAllocateToPool`` / ``_cuda_releasePool``, the
+allocator checkpoints ``_cuda_getCheckpointState`` / ``_cuda_setCheckpointPoolState``,
+``_cuda_checkPoolLiveAllocations``, ``_construct_CUDA_Tensor_From_Storage_And_Metadata``), which have no npu
+counterpart. Inductor 2.13 has a seam instead: ``config.cudagraph_policy``, whose ``cudagraphify`` wraps each
+compiled graph (forward, backward, inference) when the mode asks for graphs. Two things are made to hold for npu:
 
 - ``cudagraph_utils.check_multiple_devices_or_any_cpu_nodes`` refuses graphs unless the graph's one device is
   "cuda"; a graph whose one device is npu is accepted too.
-- ``config.cudagraph_policy`` is an ``NpuGraphPolicy``: for a compiled graph with npu inputs it returns a callable
-  that runs the graph eagerly once (warm-up: lazy initializations happen outside capture), captures it into a
-  ``torch.npu.NPUGraph`` on the second call from static copies of the inputs that change between calls, and from
-  then on copies the new inputs into them and replays: one launch per call. Other graphs go to Inductor's own
-  wrapping.
+- ``config.cudagraph_policy`` is an ``NpuGraphPolicy``: a compiled graph with npu inputs gets a ``_Replayed``; other
+  graphs go to Inductor's own wrapping.
 
-As with CUDA graphs (Inductor's non-tree wrapping), the outputs are the graph's static tensors: a later call
-overwrites them, so a caller that keeps outputs across calls clones them. Inputs must keep their shapes (dynamic
-shapes recompile, and each compiled graph captures its own NPU graph).
+``_Replayed`` keeps the contract of CUDA graph trees (``cudagraph_trees.py``, ``cudagraph_utils.py``):
+
+- Warm-up: the first call runs the graph eagerly (lazy initializations happen outside capture); the next records.
+- Inputs that change between calls (not static) are copied into the graph's own static copies before each replay.
+  Static inputs (parameters, buffers, ``torch._dynamo.mark_static_address``) are read and written in place, at the
+  addresses the recording saw.
+- Mutated inputs (``check_for_mutation``): a graph that mutates an input that is not static is never recorded (it
+  would mutate its copy); the compiled code runs without a graph on every call, logged and counted as a cudagraph
+  skip.
+- Static input addresses (``check_invariants``' StaticInputIdxMismatch) and int inputs (sizes under dynamic shapes,
+  ``cudagraphify_impl``'s int key): a call with new ones replays the recording made with them or records a new one.
+  The recordings hold no reference to static inputs, so a replay always runs against the caller's live tensors.
+  Past ``config.triton.cudagraph_unexpected_rerecord_limit`` recordings (CUDA does not count static-address
+  re-records; here they are counted because each recording keeps its pool), the graph runs without one, logged as
+  a skip.
+
+As with CUDA graphs, the outputs are the recording's static tensors: a later replay of the same recording overwrites
+them, so a caller that keeps outputs across calls clones them.
 """
 
 from __future__ import annotations
@@ -39,47 +54,75 @@ def _check_devices_npu(device_node_mapping: dict) -> str | None:
     return _check_devices(device_node_mapping)
 
 
-class _Replayed:
-    """The compiled graph behind an NPU graph: warm-up, capture, then replays."""
+class _Recording:
+    """One NPU graph of a compiled graph, recorded at one set of static input addresses."""
 
-    def __init__(self, model: Callable, static_input_idxs: Sequence[int], device_index: int):
+    def __init__(self, graph: Any, copies: list, outputs: Any):
+        self.graph = graph
+        self.copies = copies  # the graph's copies of the inputs that are not static (None for static ones)
+        self.outputs = outputs
+
+
+class _Replayed:
+    """The compiled graph behind NPU graphs: warm-up, then a recording per set of static input addresses, replayed."""
+
+    def __init__(self, model: Callable, static_input_idxs: Sequence[int], device_index: int,
+                 mutated_input_idxs: Sequence[int], placeholders: Sequence[Any]):
         self.model = model
         self.static_input_idxs = set(static_input_idxs)
         self.device = torch.device("npu", device_index)
-        self.calls = 0
-        self.graph = None
-        self.static_inputs: list = []
-        self.static_outputs: Any = None
+        self.warmed_up = False
+        self.recordings: dict[tuple, _Recording] = {}
+        self.eager = False
+        mutated = [i for i in mutated_input_idxs if i not in self.static_input_idxs]
+        if mutated:
+            self._fall_back(cudagraph_utils.get_mutation_stack_trace(placeholders, mutated))
+
+    def _fall_back(self, reason: str) -> None:
+        self.eager = True
+        self.recordings.clear()
+        cudagraph_utils.log_cudagraph_skip_and_bump_counter(reason)
 
     def __call__(self, inputs: list) -> Any:
-        self.calls += 1
-        if self.calls == 1:
+        if self.eager or not self.warmed_up:
+            self.warmed_up = True
             return self.model(inputs)
-        if self.graph is None:
-            return self._capture(inputs)
-        for i, (static, new) in enumerate(zip(self.static_inputs, inputs)):
-            if i not in self.static_input_idxs and isinstance(new, torch.Tensor) and \
-                    static.data_ptr() != new.data_ptr():
+        key = tuple(self._key(i, x) for i, x in enumerate(inputs))
+        recording = self.recordings.get(key)
+        if recording is None:
+            if len(self.recordings) >= inductor_config.triton.cudagraph_unexpected_rerecord_limit:
+                self._fall_back(cudagraph_utils.format_default_skip_message(
+                    f"static input addresses changing more than "
+                    f"cudagraph_unexpected_rerecord_limit={len(self.recordings)} times"))
+                return self.model(inputs)
+            recording = self.recordings[key] = self._record(inputs)
+            return recording.outputs
+        for static, new in zip(recording.copies, inputs):
+            if static is not None and static.data_ptr() != new.data_ptr():
                 static.copy_(new)
         inputs.clear()  # Inductor's boxed calling convention: the callee owns the list
-        self.graph.replay()
-        return self.static_outputs
+        recording.graph.replay()
+        return recording.outputs
 
-    def _capture(self, inputs: list) -> Any:
-        # Inputs that change between calls get static copies the graph reads; parameters and buffers (static inputs)
-        # keep their storage, as CUDA graphs assume.
-        self.static_inputs = [
-            x if i in self.static_input_idxs or not isinstance(x, torch.Tensor) else x.clone()
-            for i, x in enumerate(inputs)
-        ]
+    def _key(self, i: int, x: Any) -> Any:
+        # A recording is valid for the addresses of the static inputs and the values of the int inputs (sizes under
+        # dynamic shapes, which CUDA graph trees also key recordings on); the other inputs are copied in.
+        if isinstance(x, torch.Tensor):
+            return x.data_ptr() if i in self.static_input_idxs else None
+        return x if isinstance(x, int) else None
+
+    def _record(self, inputs: list) -> _Recording:
+        copies = [x.clone() if i not in self.static_input_idxs and isinstance(x, torch.Tensor) else None
+                  for i, x in enumerate(inputs)]
+        graph_inputs = [x if c is None else c for x, c in zip(inputs, copies)]
         inputs.clear()
         graph = torch.npu.NPUGraph()
         with torch.npu.device(self.device), torch.npu.graph(graph):
-            self.static_outputs = self.model(list(self.static_inputs))
-        self.graph = graph
+            outputs = self.model(graph_inputs)
+        del graph_inputs  # the static inputs: the recording keeps their addresses, never the tensors
         GRAPHS.append(graph)
         graph.replay()
-        return self.static_outputs
+        return _Recording(graph, copies, outputs)
 
 
 class NpuGraphPolicy(cudagraph_utils.CUDAGraphPolicy):
@@ -88,7 +131,8 @@ class NpuGraphPolicy(cudagraph_utils.CUDAGraphPolicy):
     def cudagraphify(self, model: Callable, example_inputs: Sequence[Any], static_input_idxs: Sequence[int], *,
                      device_index: int, is_backward: bool, is_inference: bool, **kwargs: Any) -> Callable:
         if any(isinstance(x, torch.Tensor) and x.device.type == "npu" for x in example_inputs):
-            return _Replayed(model, static_input_idxs, device_index)
+            return _Replayed(model, static_input_idxs, device_index, kwargs["mutated_input_idxs"],
+                             kwargs["placeholders"])
         return super().cudagraphify(model, example_inputs, static_input_idxs, device_index=device_index,
                                     is_backward=is_backward, is_inference=is_inference, **kwargs)
 
