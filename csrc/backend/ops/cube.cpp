@@ -33,6 +33,9 @@ namespace {
 constexpr unsigned kHalfOnly = 1, kBFloat16Only = 2, kBoth = kHalfOnly | kBFloat16Only;
 // float16 takes the float32 route even where the host has float16 units (unless SOFTNPU_HALF_COMPUTE=native).
 constexpr unsigned kHalfOnEveryHost = 4;
+// Both half dtypes take the float32 route on every host and under every SOFTNPU_HALF_COMPUTE, with operands of mixed
+// floating dtypes: not for speed but for the op's contract (float32_contract_ops below).
+constexpr unsigned kFloat32Contract = 8;
 
 // The ops that take the float32 route, with the dtypes it serves. First the matrix and convolution family as it
 // reaches the device (linear, matmul, einsum and the attention math are composites over these); then the few other
@@ -72,6 +75,23 @@ const std::unordered_map<std::string_view, unsigned>& float32_ops() {
       {"aten::pow_", kHalfOnly},
       {"aten::norm", kHalfOnly},
       {"aten::linalg_vector_norm", kHalfOnly},
+      // The normalizations whose saved statistics are float32 for float16/bfloat16 inputs on npu, as in CUDA's
+      // kernels and ATen's Meta kernels (which size npu's outputs), where the CPU kernels keep them in the input
+      // dtype and their backward refuses float32 ones. Forward and backward compute in float32, so the statistics
+      // are float32 values (not half values widened) and the backward takes them; the results are rounded once.
+      // tests/test_meta_contract.py finds every op whose Meta and CPU kernels disagree and checks it is decided here
+      // or in ops/meta_fixes.cpp.
+      {"aten::native_layer_norm", kFloat32Contract},
+      {"aten::native_layer_norm_backward", kFloat32Contract},
+      {"aten::native_batch_norm", kFloat32Contract},
+      {"aten::native_batch_norm_backward", kFloat32Contract},
+      {"aten::_native_batch_norm_legit", kFloat32Contract},
+      {"aten::_native_batch_norm_legit_functional", kFloat32Contract},
+      {"aten::_native_batch_norm_legit_no_training", kFloat32Contract},
+      {"aten::_batch_norm_with_update", kFloat32Contract},
+      {"aten::_batch_norm_with_update_functional", kFloat32Contract},
+      {"aten::_batch_norm_no_update", kFloat32Contract},
+      {"aten::batch_norm_backward", kFloat32Contract},
   };
   return ops;
 }
@@ -138,6 +158,7 @@ const Policy& policy() {
 }
 
 bool converts(c10::ScalarType dtype, unsigned dtypes) {
+  if (dtypes & kFloat32Contract) return dtype == c10::kHalf || dtype == c10::kBFloat16;
   if (dtype == c10::kHalf && (dtypes & kHalfOnEveryHost) && policy().half_on_every_host) return true;
   const unsigned bit = dtype == c10::kHalf ? kHalfOnly : dtype == c10::kBFloat16 ? kBFloat16Only : 0;
   return (dtypes & bit) && cube_compute(dtype) == CubeCompute::kFloat32;
@@ -243,19 +264,23 @@ CubeGemm cube_gemm(const c10::FunctionSchema& schema) {
 bool runs_in_float32(const KernelLaunch& k) {
   // A synchronizing launch hands its returns to the host, which must not see scratch memory.
   if (k.sync) return false;
+  const unsigned dtypes = k.info->float32_dtypes;
   // Inputs of one floating dtype only: with mixed ones (conv1d of a float16 input and a float32 weight) the CPU
-  // kernel's own dtype checks decide, which converting every operand to float32 would skip.
-  c10::ScalarType floating = c10::ScalarType::Undefined;
-  for (const TensorSlot& slot : k.argument_slots) {
-    for (uint32_t i = slot.first; i < slot.first + slot.count; ++i) {
-      const TensorRef& r = k.refs[i];
-      if (r.kind != TensorRef::Kind::kDevice || !c10::isFloatingType(r.dtype)) continue;
-      if (floating != c10::ScalarType::Undefined && r.dtype != floating) return false;
-      floating = r.dtype;
+  // kernel's own dtype checks decide, which converting every operand to float32 would skip. A contract op mixes them
+  // by design (the backward of a half layer_norm takes float32 statistics).
+  if (!(dtypes & kFloat32Contract)) {
+    c10::ScalarType floating = c10::ScalarType::Undefined;
+    for (const TensorSlot& slot : k.argument_slots) {
+      for (uint32_t i = slot.first; i < slot.first + slot.count; ++i) {
+        const TensorRef& r = k.refs[i];
+        if (r.kind != TensorRef::Kind::kDevice || !c10::isFloatingType(r.dtype)) continue;
+        if (floating != c10::ScalarType::Undefined && r.dtype != floating) return false;
+        floating = r.dtype;
+      }
     }
   }
   for (const TensorRef& r : k.refs)
-    if (r.kind == TensorRef::Kind::kDevice && converts(r.dtype, k.info->float32_dtypes)) return true;
+    if (r.kind == TensorRef::Kind::kDevice && converts(r.dtype, dtypes)) return true;
   return false;
 }
 

@@ -35,7 +35,8 @@ CubeCompute cube_compute(c10::ScalarType dtype);
 std::string cube_description();
 
 // The half-precision dtypes in which an op ("aten::mm") may take the float32 route, as a mask (float16 1, bfloat16
-// 2, and 4: float16 even on a host with float16 units; 0 for most ops): decided once per op (OpInfo::float32_dtypes).
+// 2, and 4: float16 even on a host with float16 units; 8: both, always, for the op's contract rather than speed, as
+// the normalizations whose statistics are float32; 0 for most ops): decided once per op (OpInfo::float32_dtypes).
 unsigned float32_dtypes(const std::string& name);
 
 // The GEMMs the cube runs itself in float16 on the float32 route, decided once per op (OpInfo::cube_gemm): the
