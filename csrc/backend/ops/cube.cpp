@@ -1,17 +1,14 @@
 #include "backend/ops/cube.h"
 
 #include <ATen/cpu/Utils.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/util/strides.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <optional>
-#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -19,6 +16,7 @@
 #include "common/kernel_threads.h"
 #include "backend/ops/kernel.h"
 #include "backend/ops/op_info.h"
+#include "backend/ops/widen.h"
 
 // MKL's half-precision GEMM (LP64, row- or column-major, float16 operands, float32 accumulation and result). Weak:
 // libtorch_cpu exports it only when built with MKL; elsewhere the address is null and the convert route runs.
@@ -164,65 +162,6 @@ bool converts(c10::ScalarType dtype, unsigned dtypes) {
   return (dtypes & bit) && cube_compute(dtype) == CubeCompute::kFloat32;
 }
 
-// A compute thread's scratch memory for converted operands: one block per operand of a kernel, kept and grown across
-// kernels, so a steady workload converts into memory it already has (no allocation, no page faults per call).
-class Scratch {
- public:
-  // Starts a kernel: every block is free again.
-  void reset() { used_ = 0; }
-
-  at::Tensor take(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t numel) {
-    const size_t bytes = static_cast<size_t>(std::max<int64_t>(numel, 1)) * sizeof(float);
-    if (used_ == blocks_.size()) blocks_.emplace_back();
-    Block& b = blocks_[used_++];
-    if (b.capacity < bytes) {
-      const size_t capacity = (bytes + 63) / 64 * 64;
-      b.data.reset(static_cast<char*>(std::aligned_alloc(64, capacity)));
-      TORCH_CHECK(b.data, "out of host memory for a ", bytes, "-byte float32 operand of a cube kernel");
-      b.capacity = capacity;
-    }
-    return at::from_blob(b.data.get(), sizes, strides, at::TensorOptions().dtype(at::kFloat));
-  }
-
- private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  struct Block {
-    std::unique_ptr<char, Free> data;
-    size_t capacity = 0;
-  };
-  std::vector<Block> blocks_;
-  size_t used_ = 0;
-};
-
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-// A float32 copy of a half-precision tensor with its layout: a broadcast (stride-0) dimension is converted once and
-// expanded again, a dense tensor keeps its strides (a transposed weight stays transposed), anything else is made
-// contiguous.
-at::Tensor float_copy(const at::Tensor& t, unsigned dtypes) {
-  if (!t.defined() || !converts(t.scalar_type(), dtypes)) return t;
-  if (t.dim() == 0 && t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
-  c10::SmallVector<int64_t, 6> sizes(t.sizes().begin(), t.sizes().end());
-  bool broadcast = false;
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    if (t.stride(i) == 0 && sizes[i] > 1) {
-      sizes[i] = 1;
-      broadcast = true;
-    }
-  }
-  const at::Tensor src = broadcast ? t.as_strided(sizes, t.strides(), t.storage_offset()) : t;
-  at::Tensor dst = src.is_non_overlapping_and_dense()
-                       ? scratch().take(src.sizes(), src.strides(), src.numel())
-                       : scratch().take(src.sizes(), c10::contiguous_strides(src.sizes()), src.numel());
-  kernel_copy(dst, src);
-  return broadcast ? dst.expand(t.sizes()) : dst;
-}
-
 }  // namespace
 
 CubeCompute cube_compute(c10::ScalarType dtype) {
@@ -321,8 +260,8 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
   if (!ma || !mb) return false;
   const float beta = bias ? stack[3].toScalar().to<float>() : 0.f;
   const float alpha = bias ? stack[4].toScalar().to<float>() : 1.f;
-  scratch().reset();
-  at::Tensor c = scratch().take(out.sizes(), c10::contiguous_strides(out.sizes()), out.numel());
+  scratch_reset();
+  at::Tensor c = scratch_tensor(out.sizes(), c10::contiguous_strides(out.sizes()), out.numel(), c10::kFloat);
   // beta == 0 ignores self, NaN included, as ATen's addmm does.
   if (beta != 0.f) kernel_copy(c, stack[0].toTensor().expand(out.sizes()));
   const int64_t batches = a.dim() == 3 ? a.size(0) : 1;
@@ -339,38 +278,8 @@ bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const 
   return true;
 }
 
-Float32Operands::Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k) {
-  scratch().reset();
-  const unsigned dtypes = k.info->float32_dtypes;
-  const auto& written_args = k.info->written_args;
-  for (int i : k.info->dtype_args) {
-    c10::IValue& v = stack[i];
-    if (v.isInt() && converts(static_cast<c10::ScalarType>(v.toInt()), dtypes)) v = c10::IValue(c10::kFloat);
-  }
-  for (const TensorSlot& slot : k.argument_slots) {
-    c10::IValue& v = stack[slot.position];
-    const bool written =
-        std::find(written_args.begin(), written_args.end(), static_cast<int>(slot.position)) != written_args.end();
-    if (v.isTensor()) {
-      at::Tensor t = v.toTensor();
-      at::Tensor f = float_copy(t, dtypes);
-      if (written && !f.is_same(t)) written_.emplace_back(t, f);
-      v = std::move(f);
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : v.toTensorList()) list.push_back(float_copy(t, dtypes));
-      v = std::move(list);
-    } else {
-      c10::List<std::optional<at::Tensor>> list;
-      for (const c10::IValue& e : v.toListRef())
-        list.push_back(e.isTensor() ? std::optional<at::Tensor>(float_copy(e.toTensor(), dtypes)) : std::nullopt);
-      v = std::move(list);
-    }
-  }
-}
-
-void Float32Operands::write_back() {
-  for (auto& [device, copy] : written_) kernel_copy(device, copy);
+c10::ScalarType float32_operand(unsigned float32_dtypes, c10::ScalarType dtype) {
+  return converts(dtype, float32_dtypes) ? c10::kFloat : c10::ScalarType::Undefined;
 }
 
 }  // namespace softnpu

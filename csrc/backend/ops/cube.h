@@ -47,24 +47,16 @@ CubeGemm cube_gemm(const c10::FunctionSchema& schema);
 // Whether this launch of such an op takes the float32 route: some device tensor is in a dtype that computes in float32.
 bool runs_in_float32(const KernelLaunch& k);
 
-// On a compute thread, the float32 route of one kernel: the constructor replaces the arguments in float16/bfloat16
-// (by the policy above) with float32 copies in the thread's scratch memory, write_back() rounds the written ones back
-// into the device tensors. The op's fresh results are float32 and the caller copies them into its outputs, which
-// rounds them once.
 // The float32 route of a float16 GEMM through MKL's half-precision GEMM, which widens the operands while packing
 // them (as sgemm packs anyway): on Intel CPUs sgemm's speed, where converting every operand first costs 12-15 % more.
 // The float32 result goes into scratch memory and is rounded once into the output. Returns false, having done
 // nothing, when the host's BLAS has no such GEMM, the host is not an Intel CPU (MKL's kernel is slower there than
-// converting) or an operand has no BLAS layout; the caller then takes Float32Operands.
+// converting) or an operand has no BLAS layout; the caller then converts the operands (float32_operand).
 bool run_half_gemm(const torch::jit::Stack& stack, const KernelLaunch& k, const std::vector<c10::IValue>& outputs);
 
-class Float32Operands {
- public:
-  Float32Operands(torch::jit::Stack& stack, const KernelLaunch& k);
-  void write_back();
-
- private:
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 1> written_;  // device tensor, its float32 copy
-};
+// The float32 route of the other kernels: the dtype an operand of `dtype` computes in (float32, or Undefined to keep
+// it), for WideOperands (ops/widen.h), which converts the operands; the op's fresh results are float32 and the caller
+// copies them into its outputs, which rounds them once.
+c10::ScalarType float32_operand(unsigned float32_dtypes, c10::ScalarType dtype);
 
 }  // namespace softnpu

@@ -27,6 +27,7 @@
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
 #include "backend/ops/storage.h"
+#include "backend/ops/widen.h"
 #include "backend/profiler/launch_trace.h"
 #include "backend/stream.h"
 #include "backend/sync_debug.h"
@@ -192,6 +193,15 @@ at::Tensor cpu_stand_in(const at::Tensor& t) {
   return c;
 }
 
+// Whether a tensor argument is in a dtype the op computes wider (ops/widen.h), which its CPU kernel refuses.
+bool widens(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  if (!info.widened_dtypes) return false;
+  bool any = false;
+  for (const auto& a : args)
+    visit_tensors(a, [&](const at::Tensor& t) { any = any || (t.defined() && in_mask(info.widened_dtypes, t.scalar_type())); });
+  return any;
+}
+
 // Runs the CPU kernel on data-free CPU stand-ins of the arguments, for its checks: throws its error. The outputs stay
 // as the Meta kernel infers them (where the two differ, as in the saved statistics of native_layer_norm in float16,
 // npu follows the Meta kernel, which describes the accelerator kernels, for empty inputs as for others).
@@ -224,7 +234,7 @@ std::shared_ptr<MetaResult> run_meta(OpInfo& info, c10::ArrayRef<c10::IValue> ar
   }
   result->returns.assign(stack.begin(), stack.end());
   if (info.meta_fix) info.meta_fix(args, result->returns);
-  if (all_tensors_empty(info, args) && small_outputs(*result)) probe_cpu(info, args);
+  if (all_tensors_empty(info, args) && small_outputs(*result) && !widens(info, args)) probe_cpu(info, args);
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/op_info.h"
+#include "backend/ops/widen.h"
 #include "softnpu/runtime.h"
 
 namespace softnpu {
@@ -364,6 +365,7 @@ int run_kernel(void* arg) {
       }
     }
     const bool float32 = k.info->float32_dtypes && runs_in_float32(k);
+    const bool widened = !float32 && k.info->widened_dtypes && runs_widened(k);
     set_kernel_threads(snpuKernelThreadBudget(work_bytes(k, float32)));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
@@ -385,10 +387,16 @@ int run_kernel(void* arg) {
     }
     if (float32) {
       if (!run_half_gemm(k.stack, k, outputs)) {
-        Float32Operands operands(k.stack, k);
+        const unsigned dtypes = k.info->float32_dtypes;
+        WideOperands operands(k.stack, k, [dtypes](c10::ScalarType d) { return float32_operand(dtypes, d); });
         run_op(k, outputs);
         operands.write_back();
       }
+    } else if (widened) {
+      const uint64_t dtypes = k.info->widened_dtypes;
+      WideOperands operands(k.stack, k, [dtypes](c10::ScalarType d) { return wider_dtype(dtypes, d); });
+      run_op(k, outputs);
+      operands.write_back();
     } else if (k.use_out_variant) {
       run_out_variant(k, outputs, views);
       for (size_t i = 0; i < outputs.size(); ++i)

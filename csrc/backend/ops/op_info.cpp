@@ -8,6 +8,7 @@
 
 #include "backend/ops/cube.h"
 #include "backend/ops/meta_cache.h"
+#include "backend/ops/widen.h"
 
 namespace softnpu {
 
@@ -148,6 +149,7 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   // compute thread asks for it.
   float32_dtypes = softnpu::float32_dtypes(schema.name());
   if (float32_dtypes) cube_compute(c10::kHalf);
+  widened_dtypes = softnpu::widened_dtypes(schema.name());
   cube_gemm = softnpu::cube_gemm(schema);
 }
 

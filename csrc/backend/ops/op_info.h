@@ -45,6 +45,8 @@ struct OpInfo {
   // family, and a few ops whose half-precision CPU kernels are slow.
   unsigned float32_dtypes = 0;
   CubeGemm cube_gemm = CubeGemm::kNone;  // a GEMM the cube runs itself in float16 (ops/cube.h)
+  // The dtypes its CPU kernel lacks where CUDA's has them: computed wider (ops/widen.h), as a mask of 1 << ScalarType.
+  uint64_t widened_dtypes = 0;
   std::vector<int> dtype_args;  // ScalarType arguments (norm's dtype=, ...): the float32 route widens them too
 
   std::vector<int> written_args;  // arguments the op writes (in-place self, out= tensors, running stats, ...)
