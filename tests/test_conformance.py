@@ -3,9 +3,11 @@
 
 The op slice covers every kind of op (elementwise, reductions, indexing, views and shapes, linear algebra,
 nn.functional, random ops, factories, sort and search, FFT) with each OpInfo's samples in every dtype, its out=, method
-and in-place variants, gradients and error inputs. The module slice covers every family of module (linear,
-convolution, normalization, pooling, padding, activations, losses, embedding, recurrent, attention) in train and eval
-mode, forward and backward. `make conformance` runs both databases in full."""
+and in-place variants, gradients (float32 and float64; float16 and bfloat16 for HALF_GRAD_SLICE) and error inputs. The
+module slice covers every family of module (linear, convolution, normalization, pooling, padding, activations, losses,
+embedding, recurrent, attention) in train and eval mode, forward and backward, in the dtypes each lists; the linear,
+convolution, normalization, recurrent and attention modules also in float16 and bfloat16 (HALF_MODULE_SLICE).
+`make conformance` runs both databases in full, every module and gradient in the half dtypes too."""
 
 import importlib.util
 import sys
@@ -51,6 +53,17 @@ SLICE = [
     "sort", "topk", "searchsorted", "argsort", "fft.fft", "fft.ihfftn", "to_sparse",
 ]
 
+# Gradients in float16 and bfloat16, judged against the float64 truth where they differ from the CPU's: a backward of
+# each kind (elementwise, reduction, indexing, matrix product, convolution, normalization, softmax, loss, pooling,
+# attention).
+HALF_GRAD_SLICE = [
+    "mul", "div.no_rounding_mode", "sigmoid", "pow", "sum", "mean", "logsumexp", "cumsum", "index_select", "gather",
+    "matmul", "addmm", "bmm", "nn.functional.linear", "nn.functional.conv2d", "nn.functional.conv_transpose2d",
+    "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm", "softmax", "log_softmax",
+    "nn.functional.cross_entropy", "nn.functional.mse_loss", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+    "nn.functional.gelu", "nn.functional.scaled_dot_product_attention", "nn.functional.embedding",
+]
+
 MODULE_SLICE = [
     # linear and convolution (lazy, transposed, complex32)
     "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.LazyConv2d",
@@ -71,6 +84,16 @@ MODULE_SLICE = [
 ]
 
 
+# The linear, convolution, normalization, recurrent and attention modules of MODULE_SLICE, also in the half dtypes.
+HALF_MODULE_SLICE = [
+    "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose2d", "nn.LazyConv2d",
+    "nn.LazyConvTranspose1d", "nn.BatchNorm1d", "nn.BatchNorm2d", "nn.InstanceNorm2d", "nn.LayerNorm", "nn.GroupNorm",
+    "nn.RMSNorm", "nn.LocalResponseNorm", "nn.GRU", "nn.LSTMCell", "nn.MultiheadAttention",
+    "nn.TransformerEncoderLayer",
+]
+HALF = "float16,bfloat16"
+
+
 def test_expected_failures_file_is_well_formed():
     reasons, expectations = runner.load_expectations()
     assert all(isinstance(text, str) and text for text in reasons.values())
@@ -83,15 +106,36 @@ def test_expected_failures_file_is_well_formed():
 
 def test_opinfo_slice_matches_cpu(tmp_path, capsys):
     # Workers are fresh processes (crash isolation); they inherit this process's configuration (conftest).
-    status = runner.main(["--ops", ",".join(SLICE), "-j", "2", "--quiet", "--out", str(tmp_path)])
+    status = runner.main(["--ops", ",".join(SLICE), "--grad-dtypes", "float32,float64", "-j", "2", "--quiet",
+                          "--out", str(tmp_path)])
     out = capsys.readouterr().out
     print(out)
     assert status == 0, out
 
 
+def test_opinfo_half_gradients_match_cpu(tmp_path, capsys):
+    status = runner.main(["--ops", ",".join(HALF_GRAD_SLICE), "--kinds", "grad", "--dtypes", HALF, "-j", "2",
+                          "--quiet", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 0, out
+    assert "float16" in out and "bfloat16" in out
+
+
 def test_module_slice_matches_cpu(tmp_path, capsys):
-    status = runner.main(["--modules", ",".join(MODULE_SLICE), "-j", "2", "--quiet", "--out", str(tmp_path)])
+    # The dtypes the ModuleInfos list (complex32 for the transposed convolutions); the half dtypes below.
+    status = runner.main(["--modules", ",".join(MODULE_SLICE), "--dtypes",
+                          "float32,float64,complex32,complex64,complex128", "-j", "2", "--quiet", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     print(out)
     assert status == 0, out
     assert "softnpu module conformance" in out and "softnpu op conformance" not in out
+
+
+def test_module_slice_in_half_precision_matches_cpu(tmp_path, capsys):
+    status = runner.main(["--modules", ",".join(HALF_MODULE_SLICE), "--dtypes", HALF, "-j", "2", "--quiet",
+                          "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 0, out
+    assert "float16" in out and "bfloat16" in out
