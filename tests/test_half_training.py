@@ -12,6 +12,9 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from conftest import start_python
+from test_distributed import GROUP_TIMEOUT, WORLD_SIZE
+
 STEPS = 20
 VOCAB, SEQ, BATCH = 96, 16, 4
 
@@ -190,3 +193,55 @@ def test_cnn_fp16_weights_sgd_matches_the_cpu():
     # (measured 1.4e-3). SGD's step is proportional to the gradient, so the weights' drift stays small: 2^-5 (measured
     # 0.013, batch norm's bias, which starts at zero). The final state includes batch norm's running statistics.
     _assert_training_matches(npu, cpu, 2**-7, 2**-8, state_rtol=2**-5)
+
+
+# ------------------------------------------------------------------------------- FSDP2 with bfloat16 mixed precision
+
+
+def _fsdp2_run(rank, mesh):
+    """FSDP2 over a float32 LLaMA computing in bfloat16, each rank training on its half of every batch."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = _llama(torch.float32, hidden=32)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    seen = set()  # what a projection computes with: its unsharded parameter, in bfloat16
+    model.model.layers[0].self_attn.q_proj.register_forward_pre_hook(
+        lambda module, args: seen.add(f"{module.weight.dtype} on {args[0].device.type}"))
+    half = slice(rank * BATCH // 2, (rank + 1) * BATCH // 2)
+    run = _train(model, [(ids[half],) for (ids,) in LM_BATCHES], _adamw(3e-3), _lm_loss)
+    return {"run": run, "computed_in": sorted(seen),
+            "sharded": sorted({f"{type(p).__name__} on {p.device.type}" for p in model.parameters()})}
+
+
+def _fsdp2_worker(rank, out):
+    """A rank of the FSDP2 comparison: the same training on npu (hccl) and on the CPU (gloo), in one group."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    torch.npu.set_device(rank)
+    dist.init_process_group("cpu:gloo,npu:hccl", init_method=f"file://{out}/store", rank=rank,
+                            world_size=WORLD_SIZE, timeout=GROUP_TIMEOUT)
+    try:
+        results = {device: _fsdp2_run(rank, init_device_mesh(device, (WORLD_SIZE,))) for device in ("npu", "cpu")}
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    torch.save(results, f"{out}/rank{rank}.pt")
+
+
+def test_fsdp2_bf16_mixed_precision_on_hccl_matches_gloo_on_the_cpu(tmp_path):
+    workers = [start_python(f"import test_half_training; test_half_training._fsdp2_worker({rank}, {str(tmp_path)!r})",
+                            timeout=240) for rank in range(WORLD_SIZE)]
+    for worker in workers:
+        worker.wait()
+    for rank in range(WORLD_SIZE):
+        results = torch.load(tmp_path / f"rank{rank}.pt")
+        npu, cpu = results["npu"], results["cpu"]
+        assert npu["computed_in"] == ["torch.bfloat16 on npu"] and cpu["computed_in"] == ["torch.bfloat16 on cpu"]
+        assert npu["sharded"] == ["DTensor on npu"] and cpu["sharded"] == ["DTensor on cpu"]
+        # float32 parameters and optimizer, bfloat16 compute and gradient reduction: bfloat16's tolerances, and
+        # AdamW's drift on the float32 weights (measured 0.023).
+        _assert_training_matches(npu["run"], cpu["run"], BF16_LOSS, BF16_GRAD, state_rtol=2**-4)
