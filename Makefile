@@ -100,9 +100,12 @@ demo: build
 # PyTorch's OpInfo and ModuleInfo databases on npu against the CPU (tests/conformance; `make test` runs a slice of
 # each): prints the forward, gradient and error-input pass rates of ops and the forward and backward pass rates of
 # modules, and the expected failures by reason; fails on an unexpected failure, an unexpected pass
-# (tests/conformance/expected_failures.toml must be updated) or a crash.
+# (tests/conformance/expected_failures.toml must be updated) or a crash. Then the Meta kernels against the CPU's over
+# every OpInfo, forward and backward (tests/conformance/meta_audit.py): fails on a disagreement the op path leaves
+# undecided.
 conformance: build
 	$(PY) tests/conformance/runner.py -j $(JOBS)
+	$(PY) tests/conformance/meta_audit.py
 
 # ONNX's backend node tests (onnx 1.22.0's, 1765 cases) converted by atc and run through ACL; tests/onnx_node lists the
 # expected failures with reasons, and `make test` runs a slice (tests/test_onnx_node.py).

@@ -54,6 +54,25 @@ def _chain(dtype, device):
     return x
 
 
+def _batch_norm_with_running_stats(dtype, device):
+    # Training mode updates the running statistics in place: they are results too.
+    x, w, b = _operands(dtype, device, (8, 6, 5, 5), (6,), (6,), requires_grad=True)
+    mean, var = torch.zeros(6, dtype=dtype, device=device), torch.ones(6, dtype=dtype, device=device)
+    out = F.batch_norm(x, mean, var, w, b, training=True, momentum=0.3)
+    out.backward(torch.ones_like(out) + out.detach())
+    return [out, mean, var, x.grad, w.grad, b.grad]
+
+
+def _saved_statistics(dtype, device):
+    # npu keeps them in float32 for half inputs, as CUDA's kernel (and the Meta kernel) does; the CPU in the input
+    # dtype. Compared as values: npu's are float32 numbers, so at least as close to the truth.
+    x, w, b = _operands(dtype, device, (8, 64), (64,), (64,))
+    _, mean, rstd = torch.native_layer_norm(x, (64,), w, b, 1e-5)
+    if device == "npu" and dtype != torch.float64:
+        assert mean.dtype == rstd.dtype == torch.float32, (mean.dtype, rstd.dtype)
+    return [mean, rstd]
+
+
 CASES = {
     "mm": lambda d, dev: torch.mm(*_operands(d, dev, (64, 96), (96, 80))),
     "mm, transposed operands": lambda d, dev: (lambda a, b: a.t() @ b.t())(*_operands(d, dev, (96, 64), (80, 96))),
@@ -96,6 +115,19 @@ CASES = {
     "vector_norm over a dim": lambda d, dev: torch.linalg.vector_norm(*_operands(d, dev, (64, 128)), ord=3, dim=1),
     "vector_norm with dtype=": lambda d, dev: torch.linalg.vector_norm(*_operands(d, dev, (64, 128)), dtype=d),
     "queued chain": _chain,
+    # The normalizations whose statistics are float32 (ops/cube.cpp's float32 contract): forward and backward
+    # with half weights, as in training a model loaded in bfloat16.
+    "layer_norm backward": lambda d, dev: _grads(lambda x, w, b: F.layer_norm(x, (64,), w, b) * x, d, dev,
+                                                 (8, 64), (64,), (64,)),
+    "layer_norm saved statistics": _saved_statistics,
+    "batch_norm backward": lambda d, dev: _grads(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True) * x,
+                                                 d, dev, (8, 6, 5, 5), (6,), (6,)),
+    "batch_norm, running statistics": _batch_norm_with_running_stats,
+    "batch_norm eval backward": lambda d, dev: _grads(
+        lambda x, w, b: F.batch_norm(x, torch.zeros_like(w).detach(), torch.ones_like(w).detach(), w, b) * x, d, dev,
+        (8, 6, 5), (6,), (6,)),
+    "instance_norm backward": lambda d, dev: _grads(lambda x, w, b: F.instance_norm(x, weight=w, bias=b) * x, d, dev,
+                                                    (4, 6, 7, 7), (6,), (6,)),
 }
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}

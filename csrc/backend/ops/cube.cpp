@@ -190,6 +190,8 @@ unsigned float32_dtypes(const std::string& name) {
   return it == float32_ops().end() ? 0 : it->second;
 }
 
+bool float32_contract(unsigned float32_dtypes) { return float32_dtypes & kFloat32Contract; }
+
 CubeGemm cube_gemm(const c10::FunctionSchema& schema) {
   if (!schema.overload_name().empty()) return CubeGemm::kNone;
   const std::string& name = schema.name();

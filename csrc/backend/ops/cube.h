@@ -39,6 +39,9 @@ std::string cube_description();
 // the normalizations whose statistics are float32; 0 for most ops): decided once per op (OpInfo::float32_dtypes).
 unsigned float32_dtypes(const std::string& name);
 
+// Whether such a mask takes the float32 route for the op's contract (8 above).
+bool float32_contract(unsigned float32_dtypes);
+
 // The GEMMs the cube runs itself in float16 on the float32 route, decided once per op (OpInfo::cube_gemm): the
 // functional overloads of the matrix products that dominate training.
 enum class CubeGemm { kNone, kMm, kAddmm, kBmm, kBaddbmm };

@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/DynamicTypes.h>
 #include <unistd.h>
 
 #include "backend/allocator.h"
@@ -19,6 +20,8 @@
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
+#include "backend/ops/op_info.h"
+#include "backend/ops/widen.h"
 #include "backend/env.h"
 #include "backend/stream.h"
 #include "backend/sync_debug.h"
@@ -423,6 +426,27 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_copy_through_cpu", &set_copy_through_cpu);
 
   m.def("_cube_compute", [] { return cube_description(); });
+
+  // How the op path treats an op where ATen's kernels disagree ("aten::histc" or "aten::max.dim"), for the tests that
+  // find such ops mechanically: its Meta result corrected to the CPU's (ops/meta_fixes), its float32 contract
+  // (ops/cube), the dtypes it computes wider (ops/widen), always synchronizing with the CPU kernel's shapes.
+  m.def("_op_route", [](const std::string& qualified) {
+    const auto dot = qualified.find('.');
+    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
+        qualified.substr(0, dot).c_str(), dot == std::string::npos ? "" : qualified.substr(dot + 1).c_str());
+    const OpInfo& info = op_info(op);
+    py::list widened;
+    for (int t = 0; t < static_cast<int>(c10::ScalarType::NumOptions); ++t) {
+      const auto dtype = static_cast<c10::ScalarType>(t);
+      if (in_mask(info.widened_dtypes, dtype)) widened.append(py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(torch::getTHPDtype(dtype))));
+    }
+    py::dict route;
+    route["meta_fix"] = info.meta_fix != nullptr;
+    route["float32_contract"] = float32_contract(info.float32_dtypes);
+    route["widened"] = widened;
+    route["data_dependent"] = info.data_dependent;
+    return route;
+  });
 
   m.def("_env_table", [] {
     py::list out;
