@@ -220,6 +220,16 @@ def half_training(name: str):
     }
 
 
+def half_weights_training(name: str, dtype: torch.dtype):
+    """Training with the weights themselves in a half dtype (no autocast): npu against the CPU in the same dtype. The
+    host's native half units (in the header) decide both sides' speed: npu takes the float32 route where the CPU's
+    kernel has none (SOFTNPU_HALF_COMPUTE)."""
+    return {
+        "cpu": ("cpu", models.training_step(name, "cpu", dtype=dtype), False),
+        "npu": (NPU, models.training_step(name, NPU, dtype=dtype), False),
+    }
+
+
 # name -> (make configs, what the ratio is, target description or None, operations per iteration)
 CASES = {
     "add, 1 element (per op)": (lambda: tiny_add(1), "time", "npu/cpu <= 2.0", TINY_OPS),
@@ -250,4 +260,9 @@ CASES = {
     **{f"half: training step, {label}": (lambda m=model: half_training(m), "dtype",
                                          "AMP float16/float32 <= 1.2; AMP bfloat16/float32 <= 1.0 with avx512_bf16", 1)
        for model, label in (("mlp", "MLP"), ("cnn", "CNN"), ("transformer", "transformer"))},
+    **{f"{label} weights: training step, {title}": (lambda m=model, d=dtype: half_weights_training(m, d), "time",
+                                                    "npu/cpu <= 1.10", 1)
+       for model, title, label, dtype in (("llama small", "LLaMA", "bf16", torch.bfloat16),
+                                          ("cnn", "CNN", "fp16", torch.float16),
+                                          ("cnn", "CNN", "bf16", torch.bfloat16))},
 }

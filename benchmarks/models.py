@@ -35,7 +35,7 @@ def batch(name: str, device: str):
         x, y = torch.randn(256, 512, generator=g), torch.randint(0, 10, (256,), generator=g)
     elif name == "cnn":
         x, y = torch.randn(64, 3, 32, 32, generator=g), torch.randint(0, 10, (64,), generator=g)
-    else:  # the transformer and GPT-2 tiny: 16 sequences of 64 tokens of a 1000-token vocabulary
+    else:  # the transformers (ours, GPT-2, LLaMA): 16 sequences of 64 tokens of a 1000-token vocabulary
         x = torch.randint(0, 1000, (16, 64), generator=g)
         y = torch.randint(0, 1000, (16 * 64,), generator=g)
     return x.to(device), y.to(device)
@@ -56,19 +56,39 @@ class Gpt2Tiny(nn.Module):
         return self.model(tokens).logits
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "gpt2 tiny": Gpt2Tiny}
+class LlamaSmall(nn.Module):
+    """LLaMA from transformers, 2 layers 256 wide (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention), a
+    1000-token vocabulary, random weights; returns the logits."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                             use_cache=False, bos_token_id=999, eos_token_id=999, pad_token_id=0)
+        self.model = LlamaForCausalLM(config)
+
+    def forward(self, tokens):
+        return self.model(tokens).logits
 
 
-def training_step(name: str, device: str, amp: torch.dtype | None = None, compiled: bool = False):
+MODELS = {"mlp": mlp, "cnn": cnn, "transformer": Transformer, "gpt2 tiny": Gpt2Tiny, "llama small": LlamaSmall}
+
+
+def training_step(name: str, device: str, amp: torch.dtype | None = None, compiled: bool = False,
+                  dtype: torch.dtype = torch.float32):
     """fn(n) running n training steps (forward, backward, optimizer) of the model on the device; with amp, the seed's
     mixed-precision loop: the forward under autocast in that dtype, and for float16 a GradScaler. compiled: the model
-    through torch.compile (Inductor), forward and backward."""
+    through torch.compile (Inductor), forward and backward. dtype: the weights (and floating inputs) in that dtype,
+    trained in it without autocast."""
     torch.manual_seed(0)
-    module = MODELS[name]().to(device)
+    module = MODELS[name]().to(device=device, dtype=dtype)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
     model = torch.compile(module) if compiled else module
     loss_fn = nn.CrossEntropyLoss()
     x, y = batch(name, device)
+    x = x.to(dtype) if x.is_floating_point() else x
     device_type = torch.device(device).type
     scaler = torch.amp.GradScaler(device_type) if amp == torch.float16 else None
 
