@@ -97,6 +97,58 @@ def test_chrome_trace_has_a_track_per_stream_of_each_device(profiled):
     assert processes[0] == "NPU 0" and processes[1] == "NPU 1"
 
 
+def test_kernels_are_on_the_streams_own_ids_never_0(profiled):
+    # The runtime's stream id + 7 (csrc/backend/profiler/session.h): the default stream shows as 7, as CUDA's does in
+    # Kineto's traces; trace readers (msprof-analyze compare) skip stream 0 as holding no kernels.
+    _, trace = profiled
+    device_work = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert all(e["tid"] != 0 and e["args"]["stream"] == e["tid"] for e in device_work)
+    (mm,) = [e for e in device_work if e["name"].startswith("aten::mm")]
+    assert mm["tid"] == 7  # launched on the default stream
+    side = {e["tid"] for e in device_work if e["pid"] == 0} - {7}
+    assert len(side) == 1 and side.pop() > 7
+
+
+def test_profile_memory_shows_npu_memory(tmp_path):
+    # The caching allocator reports each allocation and free to the profiler, as CUDA's does.
+    x = torch.randn(N, N, device="npu")
+    torch.npu.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], profile_memory=True,
+                 record_shapes=True, with_stack=True) as prof:  # what the memory timeline needs
+        y = torch.mm(x, x)
+        z = y + 1
+        del y
+        torch.npu.synchronize()
+    memory_of = {}  # key_averages may list a kernel apart from its op under the same name
+    for e in prof.key_averages():
+        memory_of[e.key] = memory_of.get(e.key, 0) + e.device_memory_usage
+    block = N * N * 4
+    assert memory_of["aten::mm"] == block and memory_of["aten::add"] == block
+    assert "NPU Mem" in prof.key_averages().table(sort_by="self_device_memory_usage")
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    memory = [e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "[memory]"
+              and e["args"]["Device Type"] == int(DeviceType.PrivateUse1)]
+    assert [m["Bytes"] for m in memory] == [block, block, -block]  # mm's output, add's, mm's freed
+    assert memory[1]["Total Allocated"] == memory[0]["Total Allocated"] + block
+    assert memory[2]["Addr"] == memory[0]["Addr"]
+    assert all(m["Total Reserved"] >= m["Total Allocated"] for m in memory)
+    timeline = tmp_path / "memory.json"
+    with pytest.warns(FutureWarning):  # torch deprecates it for CUDA too
+        prof.export_memory_timeline(str(timeline), device="npu:0")
+    times, sizes = json.loads(timeline.read_text())
+    assert max(sum(s) for s in sizes) >= 2 * block
+    del z
+
+
+def test_memory_is_not_reported_without_profile_memory():
+    x = torch.randn(N, N, device="npu")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        torch.mm(x, x)
+        torch.npu.synchronize()
+    assert all(e.device_memory_usage == 0 for e in prof.key_averages())
+
+
 def test_chrome_trace_links_each_kernel_to_its_op(profiled):
     _, trace = profiled
     events = trace["traceEvents"]

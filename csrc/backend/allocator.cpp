@@ -218,6 +218,7 @@ class DeviceAllocatorState {
     });
     if (!block->pool->is_small && block->size >= allocator_config().max_split_size)
       stats_.oversize_allocations.decrease(1);
+    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size));
     if (!block->stream_uses.empty()) {
       // Used on other streams: reusable once their work up to now has completed.
       for (snpuStream_t s : block->stream_uses) {
@@ -716,6 +717,17 @@ class DeviceAllocatorState {
     return err;
   }
 
+  // torch.profiler's memory events (profile_memory=True: key_averages' npu memory, the memory timeline), as CUDA's
+  // allocator reports them: each allocation and free with the device's totals after it. Without a profiler recording
+  // memory on this thread, one thread-local load.
+  void report_to_profiler(void* ptr, int64_t delta) {
+    if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(ptr, delta, stats_.allocated_bytes[agg].current,
+                                     stats_.reserved_bytes[agg].current,
+                                     c10::Device(c10::DeviceType::PrivateUse1, device_));
+  }
+
   // Records the OOM, lets the observers look (a snapshot takes the lock, so it is released first), then raises.
   [[noreturn]] void raise_oom(size_t orig_size, size_t alloc_size, snpuStream_t stream, c10::MempoolId_t pool,
                               std::unique_lock<std::mutex>& lock) {
@@ -725,6 +737,8 @@ class DeviceAllocatorState {
     const uint64_t allocated = stats_.allocated_bytes[agg].current;
     const uint64_t reserved = stats_.reserved_bytes[agg].current;
     record_trace(TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), alloc_size, stream, pool, nullptr);
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(alloc_size), allocated, reserved,
+                                     c10::Device(c10::DeviceType::PrivateUse1, device_));
     const std::string allowed =
         allowed_ == SIZE_MAX ? "" : " " + format_size(allowed_) + " allowed by set_per_process_memory_fraction;";
     const std::string message = c10::str(
@@ -790,6 +804,7 @@ class DeviceAllocatorState {
       stats_.active_bytes[i].increase(block->size);
     });
     if (!pool.is_small && block->size >= allocator_config().max_split_size) stats_.oversize_allocations.increase(1);
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
     return block;
   }
 

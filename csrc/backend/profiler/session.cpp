@@ -103,15 +103,16 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
       op = it == launch_of.end() ? 0 : it->second->op;
       if (it != launch_of.end()) launch = it->first;
     }
+    const uint64_t stream = trace_stream_id(r.stream_id);
     auto& act = add(type, r.name);
     act.startTime = r.start_ns;
     act.endTime = r.end_ns;
     act.device = r.device;
-    act.resource = static_cast<int32_t>(r.stream_id);
+    act.resource = static_cast<int32_t>(stream);
     act.id = static_cast<int32_t>(launch);
     act.linked = op_activity(op);
     act.addMetadata("device", r.device);
-    act.addMetadata("stream", r.stream_id);
+    act.addMetadata("stream", stream);
     if (launch != 0) {
       act.addMetadata("correlation", launch);
       link_flow(act, launch, /*start=*/false);
@@ -119,7 +120,7 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
     }
     if (r.failed) act.addMetadata("failed", "true");
     devices_.insert(r.device);
-    streams_.emplace(r.device, r.stream_id);
+    streams_.emplace(r.device, stream);
   }
 
   if (wants(ActivityType::PRIVATEUSE1_RUNTIME)) {
