@@ -49,6 +49,7 @@ passes, an unlisted case that fails, a crash or a hang fails the run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import json
 import math
@@ -609,6 +610,9 @@ def _widen(v, memo, to=None):
         return type(v)(*items) if hasattr(v, "_fields") else type(v)(items)  # a namedtuple, or a tuple (torch.Size)
     if isinstance(v, dict):
         return {k: _widen(x, memo, to) for k, x in v.items()}
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):  # options objects (an acc_dtype to widen)
+        return dataclasses.replace(v, **{f.name: _widen(getattr(v, f.name), memo, to)
+                                         for f in dataclasses.fields(v) if f.init})
     return v
 
 
