@@ -80,6 +80,17 @@ inline std::string get_string(Var v, const std::string& dflt) {
   return s ? std::string(s) : dflt;
 }
 
+// One of choices (exact spelling); the index of the value, or dflt when unset.
+inline size_t get_choice(Var v, size_t dflt, const std::vector<std::string>& choices) {
+  const char* s = raw(v);
+  if (!s) return dflt;
+  for (size_t i = 0; i < choices.size(); ++i)
+    if (choices[i] == s) return i;
+  std::string expected = "one of";
+  for (size_t i = 0; i < choices.size(); ++i) expected += (i ? ", " : " ") + choices[i];
+  fail(v, s, expected);
+}
+
 // Comma-separated integers in [lo, hi], no repeats. Returns false when unset.
 inline bool get_list(Var v, int64_t lo, int64_t hi, std::vector<int64_t>* out) {
   const char* s = raw(v);

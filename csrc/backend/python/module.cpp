@@ -8,6 +8,8 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "backend/allocator.h"
 #include "backend/device.h"
 #include "backend/error_code.h"
@@ -67,7 +69,52 @@ py::dict device_properties(int device) {
   d["compute_threads"] = prop.compute_threads;
   d["clock_rate_khz"] = kDeviceClockKHz;
   d["physical_index"] = prop.physical_index;
+  d["soc_version"] = prop.soc_version;
+  d["ai_cores"] = prop.ai_cores;
+  d["vector_cores"] = prop.vector_cores;
+  d["chip_name"] = std::string(prop.chip_name);
   return d;
+}
+
+py::dict soc_profile_dict(const snpuSocProfile& p) {
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["soc_version"] = p.soc_version;
+  d["npu_smi_name"] = std::string(p.npu_smi_name);
+  d["ai_cores"] = p.ai_cores;
+  d["vector_cores"] = p.vector_cores;
+  d["hbm_bytes"] = p.hbm_bytes;
+  d["clock_mhz"] = p.clock_mhz;
+  d["cube_fp16_tflops"] = p.cube_fp16_tflops;
+  d["cube_fp32_tflops"] = p.cube_fp32_tflops;
+  d["cube_int8_tops"] = p.cube_int8_tops;
+  d["vector_fp16_tflops"] = p.vector_fp16_tflops;
+  d["hbm_gbps"] = p.hbm_gbps;
+  d["l2_bytes"] = p.l2_bytes;
+  d["hccs_gbps"] = p.hccs_gbps;
+  d["roce_gbps"] = p.roce_gbps;
+  d["supports_bf16"] = p.supports_bf16 != 0;
+  d["source"] = std::string(p.source);
+  return d;
+}
+
+// The selected chip's profile (SOFTNPU_SOC_VERSION), or the named one's; readable before the device is initialized.
+py::dict soc_profile(std::optional<std::string> name) {
+  snpuSocProfile p{};
+  NPU_CHECK(snpuGetSocProfile(name ? name->c_str() : nullptr, &p));
+  return soc_profile_dict(p);
+}
+
+py::list soc_profiles() {
+  int count = 0;
+  NPU_CHECK(snpuGetSocProfileCount(&count));
+  py::list rows;
+  for (int i = 0; i < count; ++i) {
+    snpuSocProfile p{};
+    NPU_CHECK(snpuGetSocProfileByIndex(i, &p));
+    rows.append(soc_profile_dict(p));
+  }
+  return rows;
 }
 
 py::dict runtime_stats(int device) {
@@ -282,6 +329,8 @@ PYBIND11_MODULE(_C, m) {
     return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(d)));
   });
   m.def("_get_device_properties", &device_properties);
+  m.def("_soc_profile", &soc_profile, py::arg("name") = py::none());
+  m.def("_soc_profiles", &soc_profiles);
   // For the Python bindings of Inductor's compiled kernels (python/softnpu/inductor/launch.py).
   m.attr("_compiled_kernel_launch") = py::capsule(reinterpret_cast<void*>(&softnpu_launch_compiled_kernel),
                                                   kCompiledKernelLaunchCapsule);

@@ -180,7 +180,7 @@ void print_help() {
       "  --model            the ONNX model file\n"
       "  --framework        5 (ONNX)\n"
       "  --output           the offline model to write (\".om\" is appended)\n"
-      "  --soc_version      the device name `npu-smi info` shows\n"
+      "  --soc_version      the chip to convert for: Ascend and the Name `npu-smi info` shows (Ascend910B3)\n"
       "  --input_shape      \"name:n,c,h,w;name2:...\"; -1 marks a dynamic dim\n"
       "  --input_format     NCHW (default), NHWC, ND, NCDHW, NDHWC\n"
       "  --out_nodes        \"node:index;node2:index\": the outputs to keep\n"

@@ -21,9 +21,25 @@
 namespace softnpu::offline {
 
 std::string device_soc_version() {
-  snpuDeviceProp prop{};
-  if (snpuGetDeviceProperties(&prop, 0) != snpuSuccess) return "SoftNPU";
-  return prop.name;
+  snpuSocProfile soc{};
+  return snpuGetSocProfile(nullptr, &soc) == snpuSuccess ? soc.name : "";
+}
+
+bool known_soc_version(const std::string& name) {
+  snpuSocProfile soc{};
+  return snpuGetSocProfile(name.c_str(), &soc) == snpuSuccess;
+}
+
+std::string soc_version_choices() {
+  int count = 0;
+  snpuGetSocProfileCount(&count);
+  std::string names;
+  for (int i = 0; i < count; ++i) {
+    snpuSocProfile soc{};
+    snpuGetSocProfileByIndex(i, &soc);
+    names += (i ? ", " : "") + std::string(soc.name);
+  }
+  return names;
 }
 
 namespace {

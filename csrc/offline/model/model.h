@@ -41,7 +41,7 @@ struct Status {
 
 // atc's options that decide the conversion (the command line's parsing is atc's; these are the parsed values).
 struct ConvertOptions {
-  std::string soc_version;                          // the device name npu-smi shows; checked at load
+  std::string soc_version;                          // a chip of the SoC table ("Ascend910B3"); checked at load
   std::vector<std::pair<std::string, std::vector<int64_t>>> input_shapes;  // --input_shape
   std::string input_format = "NCHW";               // --input_format
   std::vector<std::string> out_nodes;               // --out_nodes: "node:index" or output names
@@ -62,8 +62,12 @@ struct ConvertResult {
 // unless every check passed.
 ConvertResult convert_onnx(const std::string& onnx_bytes, const ConvertOptions& options);
 
-// The name npu-smi shows for the devices of this host: the only soc_version a model may be converted for and loaded on.
+// The SoC the devices present as (SOFTNPU_SOC_VERSION): the soc_version a model must be converted for to load here
+// ("" if the variable is malformed; the runtime's calls report it).
 std::string device_soc_version();
+// Whether atc's --soc_version names a chip of the SoC table (csrc/common/soc_profiles.def), and their names.
+bool known_soc_version(const std::string& name);
+std::string soc_version_choices();
 
 class Model {
  public:

@@ -12,6 +12,7 @@
 #include "graph.h"
 #include "kernel.h"
 #include "runtime_state.h"
+#include "soc.h"
 #include "softnpu/runtime.h"
 
 using namespace softnpu::rt;
@@ -124,12 +125,45 @@ snpuError_t snpuGetDeviceProperties(snpuDeviceProp* prop, int device) {
     Device* d = rt->device(device);
     if (!d) return rt->invalid_device(device, "snpuGetDeviceProperties");
     *prop = snpuDeviceProp{};
-    std::snprintf(prop->name, sizeof(prop->name), "SoftNPU");
+    set_soc_properties(prop, soc_profiles()[rt->config.soc]);
     prop->total_memory = d->capacity;
     prop->compute_threads = d->cores;
     prop->physical_index = d->physical;
     return snpuSuccess;
   });
+}
+
+snpuError_t snpuGetSocProfile(const char* name, snpuSocProfile* profile) {
+  return guarded([&] {
+    if (!profile) return null_argument("snpuGetSocProfile", "profile");
+    int index = -1;
+    if (name) {
+      index = soc_index(name);
+      if (index < 0)
+        return fail(snpuErrorInvalidValue, std::string("snpuGetSocProfile: '") + name +
+                                               "' is not a chip softnpu presents: expected one of " + soc_names());
+    } else if (snpuError_t e = selected_soc(&index)) {
+      return e;
+    }
+    *profile = soc_profiles()[index];
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuGetSocProfileCount(int* count) {
+  if (!count) return null_argument("snpuGetSocProfileCount", "count");
+  *count = static_cast<int>(soc_profiles().size());
+  return snpuSuccess;
+}
+
+snpuError_t snpuGetSocProfileByIndex(int index, snpuSocProfile* profile) {
+  if (!profile) return null_argument("snpuGetSocProfileByIndex", "profile");
+  if (index < 0 || index >= static_cast<int>(soc_profiles().size()))
+    return fail(snpuErrorInvalidValue, "snpuGetSocProfileByIndex: index " + std::to_string(index) +
+                                           " is not in the table (0 to " +
+                                           std::to_string(soc_profiles().size() - 1) + ")");
+  *profile = soc_profiles()[index];
+  return snpuSuccess;
 }
 
 snpuError_t snpuMemGetInfo(int device, size_t* free_bytes, size_t* total_bytes) {

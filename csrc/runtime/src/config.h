@@ -9,8 +9,9 @@ namespace softnpu::rt {
 
 struct Config {
   int physical_device_count = 2;     // SOFTNPU_DEVICE_COUNT
-  uint64_t memory_bytes = 0;         // SOFTNPU_MEMORY_MB, in bytes
-  int cores = 1;                     // SOFTNPU_CORES (compute threads per device)
+  int soc = 0;                       // SOFTNPU_SOC_VERSION: the row of soc_profiles() every device presents as
+  uint64_t memory_bytes = 0;         // SOFTNPU_MEMORY_MB, in bytes (default: the SoC's HBM, see load_config)
+  int cores = 1;                     // SOFTNPU_CORES (compute threads per device, not the SoC's AI cores)
   int host_cores = 1;                // what the host has: the cap on kernel threads of all devices together
   bool protect_memory = false;       // SOFTNPU_PROTECT_MEMORY
   std::vector<int> visible;          // ASCEND_RT_VISIBLE_DEVICES: physical index of each visible device, in order

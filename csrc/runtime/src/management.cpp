@@ -24,6 +24,7 @@
 #include "errors.h"
 #include "published_stats.h"
 #include "safe_file.h"
+#include "soc.h"
 
 namespace softnpu::rt {
 namespace {
@@ -162,7 +163,7 @@ snpuError_t snpuMgmtGetDeviceProperties(snpuDeviceProp* prop, int device) {
                                               std::to_string(config.physical_device_count) +
                                               " (SOFTNPU_DEVICE_COUNT)");
     *prop = snpuDeviceProp{};
-    std::snprintf(prop->name, sizeof(prop->name), "%s", "SoftNPU");
+    set_soc_properties(prop, soc_profiles()[config.soc]);
     prop->total_memory = config.memory_bytes;
     prop->compute_threads = config.cores;
     prop->physical_index = device;

@@ -1,5 +1,7 @@
 #include "runtime_state.h"
 
+#include "soc.h"
+
 #include <pthread.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "../../common/env.h"
 #include "log.h"
 #include "published_stats.h"
+#include "soc.h"
 
 namespace softnpu::rt {
 
@@ -130,6 +133,19 @@ snpuError_t visible_device_count(int* count) {
   return snpuSuccess;
 }
 
+snpuError_t selected_soc(int* index) {
+  if (Runtime* rt = initialized_runtime()) {
+    *index = rt->config.soc;
+    return snpuSuccess;
+  }
+  try {
+    *index = load_config().soc;
+  } catch (const env::EnvError& e) {
+    return fail(snpuErrorInvalidConfig, e.what());
+  }
+  return snpuSuccess;
+}
+
 snpuError_t acquire_runtime(Runtime** out) {
   if (forked_child()) return forked_error();
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
@@ -150,8 +166,8 @@ snpuError_t acquire_runtime(Runtime** out) {
       log::configure(config.log_level, config.log_to_stdout, config.log_dir);
       rt = new Runtime(config, ++g_epoch);
       g_runtime.store(rt, std::memory_order_release);
-      SNPU_LOG(log::kInfo, "runtime initialized: %zu devices, %d compute threads each, %llu MiB each%s%s",
-               config.visible.size(), config.cores, static_cast<unsigned long long>(config.memory_bytes >> 20),
+      SNPU_LOG(log::kInfo, "runtime initialized: %zu devices presenting as %s, %d compute threads each, %llu MiB each%s%s",
+               config.visible.size(), soc_profiles()[config.soc].name, config.cores, static_cast<unsigned long long>(config.memory_bytes >> 20),
                config.launch_blocking ? ", launch blocking" : "", config.protect_memory ? ", memory protected" : "");
     }
   }

@@ -48,6 +48,9 @@ Runtime* initialized_runtime();
 
 // The number of visible devices: the runtime's, or before initialization the configuration's (runtime.h).
 snpuError_t visible_device_count(int* count);
+// The row of soc_profiles() the devices present as: the runtime's, or before initialization the configuration's.
+// Does not initialize the runtime.
+snpuError_t selected_soc(int* index);
 
 // The runtime, creating it on first use. Fails with snpuErrorInvalidConfig (message naming the variable) when the
 // environment is malformed, and with snpuErrorForked in a child forked after initialization.

@@ -217,9 +217,11 @@ TEST(Management, DevicesFollowTheConfigurationAndIgnoreVisibleDevices) {
     EXPECT_EQ(count, 4);
     snpuDeviceProp prop;
     ASSERT_EQ(snpuMgmtGetDeviceProperties(&prop, 2), snpuSuccess);
-    EXPECT_STREQ(prop.name, "SoftNPU");
+    EXPECT_STREQ(prop.name, "Ascend910B3");
+    EXPECT_STREQ(prop.chip_name, "910B3");
     EXPECT_EQ(prop.total_memory, size_t(1024) << 20);
     EXPECT_EQ(prop.compute_threads, 3);
+    EXPECT_EQ(prop.ai_cores, 20);
     EXPECT_EQ(prop.physical_index, 2);
     EXPECT_EQ(snpuMgmtGetDeviceProperties(&prop, 4), snpuErrorInvalidDevice);
     EXPECT_EQ(snpuMgmtGetDeviceProperties(&prop, -1), snpuErrorInvalidDevice);
@@ -314,7 +316,7 @@ TEST(NpuSmi, TableShowsDevicesAndProcesses) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("| NPU   Name                | Health        | Power(W)    Temp(C)"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| 63    SoftNPU             | OK            |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 63    910B3               | OK            |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 0       0                 | " + std::to_string(holder.pid())), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| stats_holder             | 256 "), std::string::npos) << r.out;
@@ -376,7 +378,7 @@ TEST(NpuSmi, JsonShowsDeviceMemoryAndAiCoreUtilization) {
   Json doc = JsonReader::parse(r.out);
   const Json& device0 = doc.get("devices")->array.at(0);
   EXPECT_EQ(device0.get("id")->number, 0);
-  EXPECT_EQ(device0.get("name")->string, "SoftNPU");
+  EXPECT_EQ(device0.get("name")->string, "910B3");
   EXPECT_EQ(device0.get("memory_total_mb")->number, 4096);
   EXPECT_GE(device0.get("memory_used_mb")->number, 256);
   // One compute thread running 20 ms kernels back to back: busy most of the time.

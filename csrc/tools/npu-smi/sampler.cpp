@@ -33,8 +33,8 @@ Sampler::Sampler() {
     check(snpuMgmtGetDeviceProperties(&prop, id));
     Device d;
     d.id = id;
-    d.name = prop.name;
-    d.compute_threads = prop.compute_threads;
+    d.name = prop.chip_name;  // npu-smi names the chip ("910B3"), torch_npu the SoC ("Ascend910B3")
+    d.compute_threads = prop.ai_cores;
     d.memory_total = prop.total_memory;
     devices_.push_back(d);
   }

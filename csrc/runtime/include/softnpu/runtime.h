@@ -91,12 +91,50 @@ SNPU_API snpuError_t snpuShutdown(void);
 
 /* ---------------------------------------------------------------- devices */
 
+/* Two counts of cores, not to be confused: compute_threads are the host threads that run the device's kernels
+ * (SOFTNPU_CORES: how fast the software device is); ai_cores is the chip's AI core count from its SoC profile
+ * (what npu-smi and torch's multi_processor_count report, what code written for the chip tiles its work by). */
 typedef struct snpuDeviceProp {
-  char name[64];           /* e.g. "SoftNPU" */
-  size_t total_memory;     /* capacity in bytes (SOFTNPU_MEMORY_MB) */
-  int compute_threads;     /* AI cores (SOFTNPU_CORES) */
+  char name[64];           /* the SoC the device presents as, as torch_npu's get_device_name(): "Ascend910B3" */
+  size_t total_memory;     /* capacity in bytes (SOFTNPU_MEMORY_MB; default the SoC's HBM, see snpuSocProfile) */
+  int compute_threads;     /* host threads running its kernels (SOFTNPU_CORES) */
   int physical_index;      /* index before ASCEND_RT_VISIBLE_DEVICES renumbering */
+  int soc_version;         /* torch_npu's SocVersion number of the SoC: 223 for Ascend910B3 */
+  int ai_cores;            /* the SoC's AI (cube) cores */
+  int vector_cores;        /* the SoC's vector cores */
+  char chip_name[32];      /* the chip's Name in npu-smi: "910B3" */
 } snpuDeviceProp;
+
+/* An Ascend chip's identity and published figures: a row of csrc/common/soc_profiles.def, which says what each field
+ * means, where each figure comes from and which are estimates. Every device presents as the chip SOFTNPU_SOC_VERSION
+ * selects. Strings are static (valid for the life of the process). */
+typedef struct snpuSocProfile {
+  const char* name;          /* "Ascend910B3" (get_device_name) */
+  int soc_version;           /* 223 (torch_npu.npu.get_soc_version) */
+  const char* npu_smi_name;  /* "910B3" */
+  int ai_cores;
+  int vector_cores;
+  uint64_t hbm_bytes;        /* the chip's device memory */
+  int clock_mhz;
+  double cube_fp16_tflops;   /* float16 and bfloat16 */
+  double cube_fp32_tflops;   /* float32 as HF32; 0 where the cube has none */
+  double cube_int8_tops;
+  double vector_fp16_tflops;
+  double hbm_gbps;           /* device memory bandwidth, GB/s */
+  uint64_t l2_bytes;
+  double hccs_gbps;          /* chip-to-chip links of one device together, GB/s; 0 without HCCS */
+  double roce_gbps;          /* scale-out network of one device, GB/s */
+  int supports_bf16;         /* 0: torch_npu refuses bfloat16 on the chip */
+  const char* source;        /* the figures' sources and estimates */
+} snpuSocProfile;
+
+/* SYNC. The profile of the chip named name, or of the selected chip (SOFTNPU_SOC_VERSION) when name is NULL. Does not
+ * initialize the runtime. snpuErrorInvalidValue naming the choices for an unknown name; snpuErrorInvalidConfig for
+ * an unknown SOFTNPU_SOC_VERSION. */
+SNPU_API snpuError_t snpuGetSocProfile(const char* name, snpuSocProfile* profile);
+/* SYNC. The table's rows, in its order: *count of them, index 0 to *count - 1. Do not initialize the runtime. */
+SNPU_API snpuError_t snpuGetSocProfileCount(int* count);
+SNPU_API snpuError_t snpuGetSocProfileByIndex(int index, snpuSocProfile* profile);
 
 /* SYNC. Number of visible devices. Does not initialize the runtime: before initialization it reads the configuration,
  * so that checking for devices (as torch.npu.is_available() does) leaves a child forked later free to use them. The

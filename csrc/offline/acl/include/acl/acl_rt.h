@@ -64,8 +64,8 @@ ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
 ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t* deviceId);
 /* SYNC. Does not need aclrtSetDevice. */
 ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t* count);
-/* SYNC. The devices' name, the soc_version atc converts for and models are checked against at load ("SoftNPU", as
- * npu-smi shows); NULL if the runtime cannot start. Needs no device. */
+/* SYNC. The SoC the devices present as (SOFTNPU_SOC_VERSION: "Ascend910B3"), the soc_version models are checked
+ * against at load; NULL if the runtime cannot start. Needs no device. */
 ACL_FUNC_VISIBILITY const char* aclrtGetSocName(void);
 /* SYNC. Waits for all work on the current device. */
 ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void);
