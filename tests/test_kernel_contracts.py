@@ -41,6 +41,8 @@ def test_the_audit_finds_the_known_mismatches(audited):
     for dtype in ("float16", "bfloat16"):
         assert ("aten::native_layer_norm", "dtype", dtype) in ops
         assert ("aten::native_batch_norm", "dtype", dtype) in ops
+    # And the running statistics native_batch_norm writes without its schema saying so.
+    assert ("aten::native_batch_norm", "write", "float32") in ops
 
 
 def test_every_mismatch_is_decided(audited):

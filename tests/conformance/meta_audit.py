@@ -11,6 +11,10 @@ A dtype or shape mismatch with neither is undecided: the forward may look right 
 refuses what npu's forward saved (issue 32: LayerNorm's backward in bfloat16). Strides may differ: npu's outputs take
 the Meta kernel's layout (CUDA's), with the same values; they are listed, not failed.
 
+It also finds the arguments a CPU kernel writes without its schema saying so (native_batch_norm's running statistics):
+the op path must know them (ops/op_info.cpp), or a route that hands the kernel copies of its operands (the float32
+route) drops the writes.
+
 For every OpInfo sample (forward, and backward where the op has autograd) run on the CPU, every aten op it reaches —
 decompositions and backward ops included — is run again on meta tensors and the outputs compared.
 
@@ -39,7 +43,7 @@ _SKIPPED_PREFIXES = ("aten::_local_scalar", "aten::lift", "aten::empty", "aten::
 class Mismatch:
     op: str  # "aten::native_layer_norm" (with ".overload" where the op has one)
     dtype: str
-    kind: str  # dtype, shape, strides or count
+    kind: str  # dtype, shape, strides, count, or write (an argument written without the schema declaring it)
     output: int
     cpu: str
     meta: str
@@ -58,6 +62,19 @@ def _to_meta(t):
     return t
 
 
+def _undeclared_candidates(func, args, kwargs) -> dict:
+    """The tensor arguments the schema does not declare written, and not sharing memory with one that is, with a
+    copy of their values."""
+    schema = func._schema
+    named = {a.name: v for a, v in zip(schema.arguments, args)} | kwargs
+    declared = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    written_storages = {v.untyped_storage().data_ptr() for n, v in named.items()
+                        if n in declared and isinstance(v, torch.Tensor) and v.layout == torch.strided}
+    return {n: (v, v.clone()) for n, v in named.items()
+            if n not in declared and isinstance(v, torch.Tensor) and v.layout == torch.strided and v.numel()
+            and v.untyped_storage().data_ptr() not in written_storages}
+
+
 class _Audit(TorchDispatchMode):
     def __init__(self, dtype: str, found: set):
         super().__init__()
@@ -66,8 +83,13 @@ class _Audit(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = _qualified(func)
+        before = _undeclared_candidates(func, args, kwargs)
+        out = func(*args, **kwargs)
+        for arg, (t, copy) in before.items():
+            if not torch.equal(t, copy) and not (t.is_floating_point() and torch.equal(t.isnan(), copy.isnan())
+                                                 and torch.equal(t.nan_to_num(), copy.nan_to_num())):
+                self.found.add(Mismatch(name, self.dtype, "write", -1, arg, ""))
         if (func.is_view or name.startswith(_SKIPPED_PREFIXES) or torch.Tag.nondeterministic_seeded in func.tags
                 or torch.Tag.inplace_view in func.tags):
             return out
@@ -130,16 +152,18 @@ def decision(m: Mismatch) -> str | None:
     import softnpu
 
     route = softnpu._C._op_route(m.op)
+    if m.kind == "write":
+        return "written (op path knows)" if m.cpu in route["written"] else None
     if m.kind == "strides":
         return "Meta layout"
     if route["float32_contract"] and m.kind == "dtype":
         return "CUDA contract (float32)"
+    if route["float32_contract"] and m.kind == "shape":
+        return "CUDA contract (per-channel statistics in eval mode)"
     if route["meta_fix"]:
         return "CPU contract (Meta corrected)"
     if route["data_dependent"]:
         return "CPU shapes (synchronizes)"
-    if route["float32_contract"] and m.kind == "shape":
-        return "CUDA contract (per-channel statistics in eval mode)"
     return None
 
 

@@ -96,6 +96,16 @@ bool avoids_out_variant(const c10::FunctionSchema& schema) {
   return ops.count(schema.name()) > 0;
 }
 
+// Whether a kernel writes this argument though the schema does not declare it: native_batch_norm and the SyncBatchNorm
+// statistics ops update the running statistics in training mode. Routes that give a kernel copies of its operands
+// (the float32 route, ops/widen.h) write back only the written arguments; tests/conformance/meta_audit.py finds such
+// arguments by comparing every op's inputs before and after its CPU kernel.
+bool writes_undeclared(const c10::FunctionSchema& schema, const c10::Argument& arg) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::native_batch_norm", "aten::batch_norm_gather_stats_with_counts", "aten::batch_norm_update_stats"};
+  return (arg.name() == "running_mean" || arg.name() == "running_var") && ops.count(schema.name()) > 0;
+}
+
 std::mutex& registry_mutex() {
   static std::mutex m;
   return m;
@@ -117,6 +127,8 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
     if (alias && alias->isWrite() && is_tensor_like(args[i].type())) {
       written_args.push_back(static_cast<int>(i));
       if (args[i].is_out()) out_args.push_back(static_cast<int>(i));
+    } else if (writes_undeclared(schema, args[i])) {
+      written_args.push_back(static_cast<int>(i));
     }
     if (is_generator(args[i].type())) generator_args.push_back(static_cast<int>(i));
     if (is_scalar_type(args[i].real_type())) dtype_args.push_back(static_cast<int>(i));

@@ -478,7 +478,8 @@ PYBIND11_MODULE(_C, m) {
 
   // How the op path treats an op where ATen's kernels disagree ("aten::histc" or "aten::max.dim"), for the tests that
   // find such ops mechanically: its Meta result corrected to the CPU's (ops/meta_fixes), its float32 contract
-  // (ops/cube), the dtypes it computes wider (ops/widen), always synchronizing with the CPU kernel's shapes.
+  // (ops/cube), the dtypes it computes wider (ops/widen), always synchronizing with the CPU kernel's shapes, the
+  // arguments it writes.
   m.def("_op_route", [](const std::string& qualified) {
     const auto dot = qualified.find('.');
     const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
@@ -494,6 +495,9 @@ PYBIND11_MODULE(_C, m) {
     route["float32_contract"] = float32_contract(info.float32_dtypes);
     route["widened"] = widened;
     route["data_dependent"] = info.data_dependent;
+    py::list written;
+    for (int i : info.written_args) written.append(op.schema().arguments()[i].name());
+    route["written"] = written;
     return route;
   });
 
