@@ -65,7 +65,7 @@ def measure(name: str, batch: int, rounds: int, workdir: pathlib.Path) -> dict:
     sessions = []
     for mode in ("force_fp16", "force_fp32"):
         out = workdir / f"{name}_{batch}_{mode}"
-        subprocess.run([str(ATC), f"--model={path}", "--framework=5", f"--output={out}", "--soc_version=SoftNPU",
+        subprocess.run([str(ATC), f"--model={path}", "--framework=5", f"--output={out}", "--soc_version=Ascend910B3",
                         f"--precision_mode={mode}"], check=True, capture_output=True)
         session = InferSession(0, str(out) + ".om")
         sessions.append(session)

@@ -14,7 +14,7 @@ ATC = Path(sys.executable).parent / "atc"
 def atc(onnx_path: Path, out_stem: Path, *options: str) -> Path:
     """Converts with atc (force_fp32, so the comparison with the CPU is tight); returns the .om path."""
     r = subprocess.run([str(ATC), f"--model={onnx_path}", "--framework=5", f"--output={out_stem}",
-                        "--soc_version=SoftNPU", "--precision_mode=force_fp32", *options],
+                        "--soc_version=Ascend910B3", "--precision_mode=force_fp32", *options],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return out_stem.with_suffix(".om")

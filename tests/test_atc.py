@@ -64,8 +64,8 @@ def run_om(path: pathlib.Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 def test_success_messages_exit_status_and_both_option_forms(tmp_path):
     model = save(mlp_model(), tmp_path / "mlp.onnx")
-    a = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'a'}", "--soc_version=SoftNPU")
-    b = atc("--model", str(model), "--framework", "5", "--output", str(tmp_path / "b"), "--soc_version", "SoftNPU")
+    a = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'a'}", "--soc_version=Ascend910B3")
+    b = atc("--model", str(model), "--framework", "5", "--output", str(tmp_path / "b"), "--soc_version", "Ascend910B3")
     for r in (a, b):
         assert r.returncode == 0, r.stdout + r.stderr
         assert r.stdout.splitlines()[0] == START and r.stdout.splitlines()[-1] == SUCCESS
@@ -87,7 +87,7 @@ def test_success_messages_exit_status_and_both_option_forms(tmp_path):
 ])
 def test_bad_options_fail_with_atc_codes_and_a_solution(tmp_path, args, code, text):
     model = save(mlp_model(), tmp_path / "mlp.onnx")
-    base = {"--model": str(model), "--framework": "5", "--output": str(tmp_path / "out"), "--soc_version": "SoftNPU"}
+    base = {"--model": str(model), "--framework": "5", "--output": str(tmp_path / "out"), "--soc_version": "Ascend910B3"}
     for a in args:
         base[a.split("=")[0]] = a.split("=", 1)[1]
     r = atc(*[f"{k}={v}" for k, v in base.items()])
@@ -112,14 +112,14 @@ def unsupported_model() -> onnx.ModelProto:
 
 def test_every_unsupported_node_is_reported_at_once_and_nothing_is_written(tmp_path):
     model = save(unsupported_model(), tmp_path / "bad.onnx")
-    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'bad'}", "--soc_version=SoftNPU")
+    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'bad'}", "--soc_version=Ascend910B3")
     assert r.returncode != 0 and FAILED in r.stdout
     assert "E19010" in r.stdout
     assert "tfidf (TfIdfVectorizer)" in r.stdout and "fancy (FancyOp)" in r.stdout
     assert not (tmp_path / "bad.om").exists()
 
     report = tmp_path / "check.json"
-    r = atc("--mode=3", f"--model={model}", "--framework=5", "--soc_version=SoftNPU", f"--check_report={report}")
+    r = atc("--mode=3", f"--model={model}", "--framework=5", "--soc_version=Ascend910B3", f"--check_report={report}")
     assert r.returncode != 0
     data = json.loads(report.read_text())
     assert data["summary"]["result"] == "failed" and data["summary"]["op_unsupported"] == 2
@@ -130,7 +130,7 @@ def test_every_unsupported_node_is_reported_at_once_and_nothing_is_written(tmp_p
 def test_precheck_of_a_supported_model_succeeds_without_writing_a_model(tmp_path):
     model = save(mlp_model(), tmp_path / "mlp.onnx")
     report = tmp_path / "check.json"
-    r = atc("--mode=3", f"--model={model}", "--framework=5", "--soc_version=SoftNPU", f"--check_report={report}",
+    r = atc("--mode=3", f"--model={model}", "--framework=5", "--soc_version=Ascend910B3", f"--check_report={report}",
             f"--output={tmp_path / 'mlp'}")
     assert r.returncode == 0 and SUCCESS in r.stdout
     assert json.loads(report.read_text())["summary"]["result"] == "success"
@@ -139,19 +139,19 @@ def test_precheck_of_a_supported_model_succeeds_without_writing_a_model(tmp_path
 
 def test_mode_1_json_and_mode_6_info_describe_the_model(tmp_path):
     model = save(mlp_model(), tmp_path / "mlp.onnx")
-    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mlp'}", "--soc_version=SoftNPU").returncode == 0
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mlp'}", "--soc_version=Ascend910B3").returncode == 0
     r = atc("--mode=1", f"--om={tmp_path / 'mlp.om'}", f"--json={tmp_path / 'mlp.json'}")
     assert r.returncode == 0, r.stdout
     data = json.loads((tmp_path / "mlp.json").read_text())
-    assert data["metadata"]["soc_version"] == "SoftNPU" and data["metadata"]["opset"] == 18
-    assert "--soc_version=SoftNPU" in data["metadata"]["atc_command"]
+    assert data["metadata"]["soc_version"] == "Ascend910B3" and data["metadata"]["opset"] == 18
+    assert "--soc_version=Ascend910B3" in data["metadata"]["atc_command"]
     assert data["inputs"][0]["dims"] == [2, 8] and data["outputs"][0]["dims"] == [2, 4]
     # The lowering: the bias joined the first matmul and the ReLU runs inside it.
     types = [n["type"] for n in data["nodes"]]
     assert types == ["MatMul", "MatMul"]
     assert data["nodes"][0]["attributes"]["softnpu_activation"] == "Relu"
     r = atc("--mode=6", f"--om={tmp_path / 'mlp.om'}")
-    assert r.returncode == 0 and '"soc_version": "SoftNPU"' in r.stdout
+    assert r.returncode == 0 and '"soc_version": "Ascend910B3"' in r.stdout
 
 
 def rewrite_om(path: pathlib.Path, version: int | None = None, soc: str | None = None) -> bytes:
@@ -162,7 +162,7 @@ def rewrite_om(path: pathlib.Path, version: int | None = None, soc: str | None =
     parts = {kind: bytes(data[off:off + size]) for kind, _, off, size in table}
     if soc is not None:
         meta = parts[1]
-        old = b"SoftNPU"
+        old = b"Ascend910B3"
         i = meta.index(old)
         assert meta[i - 2] == 0x12 and meta[i - 1] == len(old)  # field 2, length-delimited
         parts[1] = meta[:i - 1] + bytes([len(soc)]) + soc.encode() + meta[i + len(old):]
@@ -189,7 +189,7 @@ def load_from_mem(image: bytes) -> int:
 
 def test_a_model_of_another_version_or_soc_or_truncated_is_refused_with_a_clear_error(tmp_path):
     model = save(mlp_model(), tmp_path / "mlp.onnx")
-    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mlp'}", "--soc_version=SoftNPU").returncode == 0
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mlp'}", "--soc_version=Ascend910B3").returncode == 0
     om = tmp_path / "mlp.om"
     assert load_from_mem(om.read_bytes()) == 0
     for image, words in [(rewrite_om(om, version=99), "format version 99"),
@@ -207,7 +207,7 @@ def test_a_model_of_another_version_or_soc_or_truncated_is_refused_with_a_clear_
 def test_precision_modes_are_applied(tmp_path, mode):
     m = mlp_model()
     model = save(m, tmp_path / "mlp.onnx")
-    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / mode}", "--soc_version=SoftNPU",
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / mode}", "--soc_version=Ascend910B3",
                f"--precision_mode={mode}").returncode == 0
     x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
     y = run_om(tmp_path / f"{mode}.om", [x])[0]
@@ -234,7 +234,7 @@ def test_force_fp16_rounds_like_a_float16_store(tmp_path):
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1001])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1001])], [one])
     model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "mul.onnx")
-    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mul'}", "--soc_version=SoftNPU",
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'mul'}", "--soc_version=Ascend910B3",
                "--precision_mode=force_fp16").returncode == 0
     y = run_om(tmp_path / "mul.om", [x])[0]
     np.testing.assert_array_equal(y, x.astype(np.float16).astype(np.float32))
@@ -252,7 +252,7 @@ def test_force_fp16_data_movement_keeps_rounded_input_values(tmp_path):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 3])], [shape])
     model = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "move.onnx")
-    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'move'}", "--soc_version=SoftNPU",
+    assert atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'move'}", "--soc_version=Ascend910B3",
                "--precision_mode=force_fp16").returncode == 0
     y = run_om(tmp_path / "move.om", [x])[0]
     np.testing.assert_array_equal(y, np.maximum(x.astype(np.float16).astype(np.float32).T, 0))
@@ -261,7 +261,7 @@ def test_force_fp16_data_movement_keeps_rounded_input_values(tmp_path):
 def test_out_nodes_selects_an_inner_output(tmp_path):
     m = mlp_model()
     model = save(m, tmp_path / "mlp.onnx")
-    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'inner'}", "--soc_version=SoftNPU",
+    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'inner'}", "--soc_version=Ascend910B3",
             "--out_nodes=relu1:0", "--precision_mode=force_fp32")
     assert r.returncode == 0, r.stdout
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
@@ -273,10 +273,10 @@ def test_out_nodes_selects_an_inner_output(tmp_path):
 def test_dynamic_batch_profiles(tmp_path):
     m = mlp_model(batch="N")
     model = save(m, tmp_path / "mlp.onnx")
-    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'dyn'}", "--soc_version=SoftNPU",
+    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'dyn'}", "--soc_version=Ascend910B3",
             "--input_shape=x:-1,8", "--dynamic_batch_size=1,2,4", "--precision_mode=force_fp32")
     assert r.returncode == 0, r.stdout
-    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'no'}", "--soc_version=SoftNPU")
+    r = atc(f"--model={model}", "--framework=5", f"--output={tmp_path / 'no'}", "--soc_version=Ascend910B3")
     assert r.returncode != 0 and "E10002" in r.stdout  # a dynamic dim needs --input_shape or profiles
     from ais_bench.infer.interface import InferSession
 

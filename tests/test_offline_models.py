@@ -17,7 +17,7 @@ ATC = pathlib.Path(sys.executable).with_name("atc")
 
 
 def convert(onnx_path: pathlib.Path, out: pathlib.Path, *extra: str) -> pathlib.Path:
-    r = subprocess.run([str(ATC), f"--model={onnx_path}", "--framework=5", f"--output={out}", "--soc_version=SoftNPU",
+    r = subprocess.run([str(ATC), f"--model={onnx_path}", "--framework=5", f"--output={out}", "--soc_version=Ascend910B3",
                         *extra], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return out.with_suffix(".om")
@@ -71,7 +71,7 @@ def test_an_op_softnpu_lacks_fails_at_conversion_with_the_op_listed(tmp_path):
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("s", TensorProto.STRING, [2, 3]))
     onnx.save(model, str(tmp_path / "m.onnx"))
     r = subprocess.run([str(ATC), f"--model={tmp_path / 'm.onnx'}", "--framework=5", f"--output={tmp_path / 'm'}",
-                        "--soc_version=SoftNPU"], capture_output=True, text=True, timeout=300)
+                        "--soc_version=Ascend910B3"], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0
     assert "normalize (StringNormalizer)" in r.stdout
     assert not (tmp_path / "m.om").exists()

@@ -17,7 +17,7 @@ def main(out: pathlib.Path) -> None:
     for name in models.MODELS:
         path, inputs, outputs = models.export(name, out)
         subprocess.run([str(atc), f"--model={path}", "--framework=5", f"--output={out / name}",
-                        "--soc_version=SoftNPU", "--precision_mode=force_fp32"], check=True)
+                        "--soc_version=Ascend910B3", "--precision_mode=force_fp32"], check=True)
         for i, t in enumerate(inputs):
             t.numpy().tofile(out / f"{name}_input{i}.bin")
         for i, t in enumerate(outputs):

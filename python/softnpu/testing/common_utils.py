@@ -88,7 +88,7 @@ def check_operators_in_prof(expected_operators, prof, unexpected_operators=None)
 
 class SupportedDevices:
     """Runs a test only on the named device types (torch.npu.get_device_name() starting with one of them); softnpu's
-    device is "SoftNPU", so tests written for one Ascend chip are skipped, as on another chip."""
+    device is the chip SOFTNPU_SOC_VERSION selects (Ascend910B3 by default), so they run or skip as on that chip."""
 
     def __init__(self, devices):
         self.devices = list(devices)
