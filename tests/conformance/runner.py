@@ -31,8 +31,10 @@ Half precision (float16, bfloat16, complex32): a result that differs from the CP
 judged against the float64 truth, the same case run on the CPU with every floating input and module parameter in
 float64 (complex128): it passes if npu's error against the truth is no larger than the CPU half kernel's (TRUTH_FACTOR,
 TRUTH_SLACK_EPS), so npu differs from the CPU's half kernel only where it is the more accurate of the two; the report
-counts the cases so accepted. For half inputs the saved statistics of the normalization ops are float32 on npu, as
-CUDA's kernels and the Meta kernels give them (FLOAT32_STATS_OUTPUTS): they are compared with the CPU's in float32.
+counts the cases so accepted. A module the CPU cannot run in a half dtype (NotImplementedError) where npu computes
+it, as CUDA does, is compared with the CPU's result in float32, rounded to the dtype, and judged likewise. For half
+inputs the saved statistics of the normalization ops are float32 on npu, as CUDA's kernels and the Meta kernels give
+them (FLOAT32_STATS_OUTPUTS): they are compared with the CPU's in float32.
 
 A case is one sample (or error input) of one (op, variant, dtype, kind), or one module input of one (module, mode,
 dtype, kind). Each npu run ends with a synchronize, so an asynchronous error is charged to its case. Cases run in
@@ -44,6 +46,8 @@ passes, an unlisted case that fails, a crash or a hang fails the run.
     python tests/conformance/runner.py --ops add,mul            # some OpInfos (names as in the report)
     python tests/conformance/runner.py --modules all            # the ModuleInfo database only
     python tests/conformance/runner.py --modules nn.Linear,nn.LSTM
+    python tests/conformance/runner.py --modules all --dtypes float16,bfloat16       # the half dtypes only
+    python tests/conformance/runner.py --ops all --kinds grad --dtypes float16,bfloat16
 """
 
 from __future__ import annotations
