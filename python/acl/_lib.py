@@ -1,4 +1,4 @@
-"""libascendcl.so (csrc/offline/acl) through ctypes: the library, found beside softnpu's others without importing
+"""libascendcl.so (csrc/offline/acl) through ctypes: the library, found in softnpu's CANN toolkit tree without importing
 softnpu (nor torch), and the C signatures pyACL's functions call."""
 import ctypes
 import importlib.util
@@ -44,7 +44,9 @@ def _library_path():
     spec = importlib.util.find_spec("softnpu")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("acl needs softnpu installed (libascendcl.so is one of its libraries)")
-    return os.path.join(list(spec.submodule_search_locations)[0], "lib", "libascendcl.so")
+    # In softnpu's CANN toolkit tree, where CANN keeps it (csrc/ascend).
+    return os.path.join(list(spec.submodule_search_locations)[0], "ascend-toolkit", "latest", "lib64",
+                        "libascendcl.so")
 
 
 lib = ctypes.CDLL(_library_path())

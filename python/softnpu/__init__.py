@@ -12,6 +12,10 @@ import torch
 import softnpu_loader
 
 softnpu_loader.check_torch()  # before the extension: under another torch it would fail on undefined symbols
+from . import cann  # noqa: E402
+
+cann.setup_environment()  # ASCEND_HOME_PATH and the rest of CANN's set_env.sh, unless the user has a CANN
+torch.version.cann = cann.get_cann_version()  # as torch_npu sets it (ColossalAI and MindSpeed read it)
 # Read before anything is registered, so a malformed value leaves nothing half done.
 _TRANSFER_TO_NPU = softnpu_loader.transfer_to_npu_requested()
 _SANITIZER = softnpu_loader.sanitizer_requested()

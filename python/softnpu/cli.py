@@ -126,11 +126,19 @@ def _check_devices() -> str:
     devices = []
     for i in range(count):
         p = torch.npu.get_device_properties(i)
-        if p.total_memory <= 0 or p.multi_processor_count <= 0:
-            raise _Failed(f"npu:{i} has {p.total_memory} bytes and {p.multi_processor_count} cores",
+        threads = _C._get_device_properties(i)["compute_threads"]
+        if p.total_memory <= 0 or threads <= 0:
+            raise _Failed(f"npu:{i} has {p.total_memory} bytes and {threads} compute threads",
                           "check SOFTNPU_MEMORY_MB and SOFTNPU_CORES")
-        devices.append(f"npu:{i} {_mib(p.total_memory)} {p.multi_processor_count} cores")
-    return f"{count} device{'s' if count > 1 else ''}: " + ", ".join(devices)
+        devices.append(f"npu:{i} {_mib(p.total_memory)} {threads} compute threads")
+    return f"{count} device{'s' if count > 1 else ''}: " + ", ".join(devices) + f"; {_presenting_as()}"
+
+
+def _presenting_as() -> str:
+    """What the devices are, plainly: software, presenting as the chip of the SoC profile."""
+    soc = _C._soc_profile()
+    return (f"SOFTWARE NPUs presenting as {soc['name']} (soc version {soc['soc_version']}, {soc['ai_cores']} AI cores; "
+            "SOFTNPU_SOC_VERSION)")
 
 
 def _check_op() -> str:
@@ -257,12 +265,13 @@ def report() -> int:
     for dtype, how in host.half_compute().items():
         print(f"  {dtype:<9} {how}")
     count = torch.npu.device_count()
-    print(f"\nDevices: {count}")
+    print(f"\nDevices: {count} {_presenting_as()}")
     for i in range(count):
         p = torch.npu.get_device_properties(i)
+        threads = _C._get_device_properties(i)["compute_threads"]
         free, total = torch.npu.mem_get_info(i)
         print(f"  npu:{i}  {p.name}  physical {p.physical_index}  capability {p.major}.{p.minor}  "
-              f"{p.multi_processor_count} cores  memory {_mib(total)}: {_mib(free)} free, "
+              f"{threads} compute threads  memory {_mib(total)}: {_mib(free)} free, "
               f"{_mib(torch.npu.memory_allocated(i))} allocated, {_mib(torch.npu.memory_reserved(i))} reserved "
               "by this process")
     return 0

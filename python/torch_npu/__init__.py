@@ -19,3 +19,8 @@ from softnpu import error_code as _error_code_module  # noqa: E402
 
 sys.modules["torch_npu.utils.error_code"] = sys.modules["torch_npu.utils._error_code"] = _error_code_module
 utils.error_code = utils._error_code = _error_code_module
+
+# torch_npu.utils.collect_env (get_cann_version, read by ColossalAI and MindSpeed).
+from softnpu import collect_env as _collect_env_module  # noqa: E402
+
+sys.modules["torch_npu.utils.collect_env"] = utils.collect_env = _collect_env_module

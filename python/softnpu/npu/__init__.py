@@ -36,6 +36,7 @@ from .device import (
     get_device_capability,
     get_device_name,
     get_device_properties,
+    get_soc_version,
     init,
     is_available,
     is_initialized,
@@ -109,15 +110,19 @@ from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """bfloat16 is supported (the CPU kernels implement it)."""
-    return True
+    """Whether the chip the devices present as takes bfloat16 (torch_npu: from Ascend910B1 on; not on a 310P)."""
+    from .. import _C
+
+    return bool(_C._soc_profile()["supports_bf16"])
 
 
 def get_amp_supported_dtype():
-    """Lower-precision dtypes autocast may use on npu."""
+    """Lower-precision dtypes autocast may use on npu: torch_npu's list for the chip. Without bfloat16 (310P),
+    torch.autocast("npu", dtype=torch.bfloat16) warns that the dtype is not supported and disables autocast, as on
+    torch_npu."""
     import torch
 
-    return [torch.float16, torch.bfloat16]
+    return [torch.float16, torch.bfloat16, torch.float32] if is_bf16_supported() else [torch.float16, torch.float32]
 
 
 def __getattr__(name: str):
@@ -172,6 +177,7 @@ __all__ = [
     "get_autocast_dtype",
     "get_device_capability",
     "get_device_name",
+    "get_soc_version",
     "get_device_properties",
     "get_npu_overflow_flag",
     "get_option",

@@ -126,26 +126,29 @@ def synchronize(device: Any = None) -> None:
 
 @dataclass(frozen=True)
 class _NPUDeviceProperties:
-    name: str
+    """The device as the chip it presents (SOFTNPU_SOC_VERSION): name, cores and L2 are the SoC profile's; the host
+    threads that actually run its kernels (SOFTNPU_CORES) are `softnpu report`'s business, not the chip's."""
+
+    name: str  # the SoC, as torch_npu's: "Ascend910B3"
     total_memory: int
-    multi_processor_count: int
+    multi_processor_count: int  # the chip's AI (cube) cores
+    vector_core_num: int
+    L2_cache_size: int  # bytes
+    soc_version: int  # torch_npu's SocVersion number (get_soc_version())
     clock_rate: int  # kHz, as CUDA's cudaDeviceProp::clockRate: the software device counts 1 GHz (a cycle per ns)
     major: int
     minor: int
     physical_index: int
 
     @property
-    def cube_core_num(self) -> int:  # torch_npu's name for the compute units
+    def cube_core_num(self) -> int:  # torch_npu's name for the AI cores
         return self.multi_processor_count
 
-    @property
-    def vector_core_num(self) -> int:
-        return self.multi_processor_count
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # torch_npu's form
         return (
             f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1 << 20)}MB, "
-            f"multi_processor_count={self.multi_processor_count})"
+            f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
+            f"L2_cache_size={self.L2_cache_size // (1 << 20)}MB)"
         )
 
 
@@ -159,7 +162,10 @@ def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
     return _NPUDeviceProperties(
         name=p["name"],
         total_memory=p["total_memory"],
-        multi_processor_count=p["compute_threads"],
+        multi_processor_count=p["ai_cores"],
+        vector_core_num=p["vector_cores"],
+        L2_cache_size=_C._soc_profile()["l2_bytes"],
+        soc_version=p["soc_version"],
         clock_rate=p["clock_rate_khz"],
         major=_CAPABILITY[0],
         minor=_CAPABILITY[1],
@@ -169,6 +175,12 @@ def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
 
 def get_device_name(device: Any = None) -> str:
     return get_device_properties(device).name
+
+
+def get_soc_version() -> int:
+    """torch_npu's number of the chip the devices present as (c10_npu::SocVersion: 220-225 a 910B, 250-255 an A3,
+    200-205 a 310P), as torch_npu.npu.get_soc_version(). Read from the SoC profile, without initializing npu."""
+    return _C._soc_profile()["soc_version"]
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:

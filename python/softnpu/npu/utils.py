@@ -8,6 +8,7 @@ from .device import (  # noqa: F401
     get_device_capability,
     get_device_name,
     get_device_properties,
+    get_soc_version,
     is_available,
     set_device,
     synchronize,
