@@ -31,7 +31,9 @@ constexpr FormatName kFormats[] = {
     {0, "NCHW", false},          {1, "NHWC", false},         {2, "ND", false},         {3, "NC1HWC0", true},
     {4, "FRACTAL_Z", true},      {12, "NC1HWC0_C04", true},  {16, "HWCN", false},      {27, "NDHWC", false},
     {29, "FRACTAL_NZ", true},    {30, "NCDHW", false},       {32, "NDC1HWC0", true},   {33, "FRACTAL_Z_3D", true},
-    {35, "NC", false},           {47, "NCL", false},
+    {35, "NC", false},           {47, "NCL", false},         {50, "FRACTAL_NZ_C0_16", true},
+    {51, "FRACTAL_NZ_C0_32", true}, {52, "FRACTAL_NZ_C0_2", true}, {53, "FRACTAL_NZ_C0_4", true},
+    {54, "FRACTAL_NZ_C0_8", true},
 };
 
 const FormatName* find_format(int64_t value) {

@@ -383,7 +383,7 @@ Outputs attention_meta(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   const Problem p = describe(q, k, v, head_num, layout, pse, padding_mask, atten_mask, keep_prob, prefix, qlen, kvlen,
                              sparse_mode, "_npu_fusion_attention");
   const auto stats = q.options().dtype(stats_type(q.scalar_type()));
-  return {at::empty_like(q, at::MemoryFormat::Contiguous), at::empty(stats_shape(p), stats),
+  return {at::empty(q.sizes(), q.options()), at::empty(stats_shape(p), stats),
           at::empty(stats_shape(p), stats), at::empty({0}, q.options())};
 }
 
@@ -456,9 +456,9 @@ Outputs grad_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   c10::OptionalIntArrayRef kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync) {
   check_grad(q, k, v, dy, head_num, layout, pse, padding_mask, atten_mask, softmax_max, softmax_sum, keep_prob, prefix,
              qlen, kvlen, sparse_mode);
-  return {at::empty_like(q, at::MemoryFormat::Contiguous), at::empty_like(k, at::MemoryFormat::Contiguous),
-          at::empty_like(v, at::MemoryFormat::Contiguous),
-          given(pse) ? at::empty_like(*pse, at::MemoryFormat::Contiguous) : at::empty({0}, q.options())};
+  return {at::empty(q.sizes(), q.options()), at::empty(k.sizes(), k.options()),
+          at::empty(v.sizes(), v.options()),
+          given(pse) ? at::empty(pse->sizes(), pse->options()) : at::empty({0}, q.options())};
 }
 
 Outputs grad_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,

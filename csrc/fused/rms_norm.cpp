@@ -32,7 +32,7 @@ std::vector<int64_t> rstd_shape(const at::Tensor& x, const at::Tensor& gamma) {
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_meta(const at::Tensor& x, const at::Tensor& gamma, double epsilon) {
   norm_dims(x, gamma, "npu_rms_norm");
-  return {at::empty_like(x, at::MemoryFormat::Contiguous),
+  return {at::empty(x.sizes(), x.options()),
           at::empty(rstd_shape(x, gamma), x.options().dtype(compute_type(x.scalar_type())))};
 }
 
@@ -58,7 +58,7 @@ std::vector<int64_t> check_backward(const at::Tensor& dy, const at::Tensor& x, c
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward_meta(const at::Tensor& dy, const at::Tensor& x,
                                                           const at::Tensor& gamma, const at::Tensor& rstd) {
   check_backward(dy, x, gamma, rstd);
-  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(gamma, at::MemoryFormat::Contiguous)};
+  return {at::empty(x.sizes(), x.options()), at::empty(gamma.sizes(), gamma.options())};
 }
 
 // With xh = x * rstd: dx = rstd * (dy * gamma - xh * mean(dy * gamma * xh)), dgamma = sum(dy * xh) over the

@@ -53,7 +53,7 @@ at::Tensor rotate_transposed(const at::Tensor& g, bool interleave) {
 
 at::Tensor rotary_meta(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode) {
   check(x, r1, r2, mode, "npu_rotary_mul");
-  return at::empty_like(x, at::MemoryFormat::Contiguous);
+  return at::empty(x.sizes(), x.options());
 }
 
 at::Tensor rotary_cpu(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode) {
@@ -69,8 +69,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> rotary_backward_meta(const at::Te
   check(x, r1, r2, mode, "npu_rotary_mul_backward");
   TORCH_CHECK(grad.sizes() == x.sizes(), "npu_rotary_mul_backward: grad's shape ", grad.sizes(), " must equal x's ",
               x.sizes());
-  return {at::empty_like(x, at::MemoryFormat::Contiguous), at::empty_like(r1, at::MemoryFormat::Contiguous),
-          at::empty_like(r2, at::MemoryFormat::Contiguous)};
+  return {at::empty(x.sizes(), x.options()), at::empty(r1.sizes(), r1.options()),
+          at::empty(r2.sizes(), r2.options())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> rotary_backward_cpu(const at::Tensor& grad, const at::Tensor& x,

@@ -44,7 +44,7 @@ int64_t check_backward(const at::Tensor& grad, const at::Tensor& x, int64_t dim)
 
 at::Tensor swiglu_backward_meta(const at::Tensor& grad, const at::Tensor& x, int64_t dim) {
   check_backward(grad, x, dim);
-  return at::empty_like(x, at::MemoryFormat::Contiguous);
+  return at::empty(x.sizes(), x.options());
 }
 
 at::Tensor swiglu_backward_cpu(const at::Tensor& grad, const at::Tensor& x, int64_t dim) {

@@ -24,3 +24,12 @@ utils.error_code = utils._error_code = _error_code_module
 from softnpu import collect_env as _collect_env_module  # noqa: E402
 
 sys.modules["torch_npu.utils.collect_env"] = utils.collect_env = _collect_env_module
+
+# torch_npu.utils.storage (_rebuild_npu_tensor, named by torch_npu's pickles).
+from softnpu import storage as _storage_module  # noqa: E402
+
+sys.modules["torch_npu.utils.storage"] = utils.storage = _storage_module
+# torch_npu.distributed.distributed_c10d is torch's, as torch_npu patches torch's.
+import torch.distributed.distributed_c10d as _c10d  # noqa: E402
+
+sys.modules["torch_npu.distributed.distributed_c10d"] = distributed.distributed_c10d = _c10d

@@ -1,6 +1,7 @@
 #include "backend/ops/executor.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/native/CPUFallback.h>
@@ -8,6 +9,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -22,6 +24,7 @@
 #include "backend/graph.h"
 #include "backend/interrupt.h"
 #include "backend/npu_error.h"
+#include "backend/ops/cpp_meta.h"
 #include "backend/ops/ivalue_tensors.h"
 #include "backend/ops/kernel.h"
 #include "backend/ops/meta_cache.h"
@@ -216,7 +219,25 @@ void probe_cpu(OpInfo& info, c10::ArrayRef<c10::IValue> args) {
   info.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
 }
 
-// Runs the Meta kernel. Returns null if it cannot infer the outputs (any error: data-dependent shapes, or an input
+// Shape inference is softnpu's own work: a user's TorchDispatchMode or TorchFunctionMode must not see what a Python Meta
+// kernel (the ops ATen has no C++ one for) calls.
+class HiddenFromUserModes {
+ public:
+  HiddenFromUserModes() : saved_(at::impl::PythonTorchFunctionTLS::get_disabled_state()) {
+    at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+  }
+  ~HiddenFromUserModes() { at::impl::PythonTorchFunctionTLS::set_disabled_state(saved_); }
+  HiddenFromUserModes(const HiddenFromUserModes&) = delete;
+  HiddenFromUserModes& operator=(const HiddenFromUserModes&) = delete;
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard no_python_{
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::PreDispatch})};
+  at::impl::TorchFunctionDisabledState saved_;
+};
+
+// Runs the Meta kernel: ATen's C++ one where it has one (cpp_meta.h: no Python runs), else the dispatcher's. Returns
+// null if it cannot infer the outputs (any error: data-dependent shapes, or an input
 // error that the CPU kernel then reports itself, with its own exception type). An error the CPU kernel raises from
 // the shapes of data-free arguments is thrown at once.
 std::shared_ptr<MetaResult> run_meta(OpInfo& info, c10::ArrayRef<c10::IValue> args, std::exception_ptr* error) {
@@ -227,7 +248,13 @@ std::shared_ptr<MetaResult> run_meta(OpInfo& info, c10::ArrayRef<c10::IValue> ar
   for (int i : info.out_args) result->out_args.push_back(stack[i]);
   try {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    info.op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    const HiddenFromUserModes hidden;
+    const c10::DispatchKeySet meta(c10::DispatchKey::Meta);
+    if (const c10::KernelFunction* cpp = cpp_meta_kernel(info.op)) {
+      cpp->callBoxed(info.op, meta, &stack);
+    } else {
+      info.op.redispatchBoxed(meta, &stack);
+    }
   } catch (...) {
     *error = std::current_exception();
     return nullptr;

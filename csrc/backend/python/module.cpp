@@ -10,6 +10,7 @@
 
 #include <optional>
 
+#include "backend/ops/cpp_meta.h"
 #include "backend/allocator.h"
 #include "backend/device.h"
 #include "backend/error_code.h"
@@ -319,6 +320,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "softnpu: the npu device's bindings (use torch.npu)";
 
   m.def("_init", [] { init_runtime(); });
+  m.def("_cpp_meta_ops", [] { return cpp_meta_ops(); });  // the overloads inferred without Python (tests)
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_device_count_noexcept", [] { return static_cast<int>(device_count_noexcept()); });
   m.def("_is_in_bad_fork", [] { return in_bad_fork(); });

@@ -107,6 +107,7 @@ from .streams import (
 )
 from .sync import sync_points
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
+from . import utils  # torch_npu.npu.utils
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
