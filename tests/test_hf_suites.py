@@ -33,13 +33,15 @@ def test_slice(suite):
 
 
 def test_compare_reports_npu_failures_and_stale_entries():
-    cpu = {"A::test_x": run.Outcome("passed"), "A::test_y": run.Outcome("passed"), "A::test_z": run.Outcome("failed")}
+    cpu = {"A::test_x": run.Outcome("passed"), "A::test_y": run.Outcome("passed"), "A::test_z": run.Outcome("failed"),
+           "A::test_accelerator": run.Outcome("skipped", "test requires accelerator")}
     npu = {"A::test_x": run.Outcome("failed", "boom"), "A::test_y": run.Outcome("passed"),
-           "A::test_z": run.Outcome("failed")}
-    assert run.compare("s", cpu, npu, []) == ["s A::test_x: passes on the CPU, fails on npu: boom"]
-    explained = [{"case": "test_x", "reason": "known"}]
+           "A::test_z": run.Outcome("failed"), "A::test_accelerator": run.Outcome("failed", "bang")}
+    assert run.compare("s", cpu, npu, []) == ["s A::test_accelerator: skipped on the CPU, fails on npu: bang",
+                                              "s A::test_x: passed on the CPU, fails on npu: boom"]
+    explained = [{"case": "test_x|test_accelerator", "reason": "known"}]
     assert run.compare("s", cpu, npu, explained) == []
-    stale = [{"case": "test_y", "reason": "fixed since"}]
+    stale = [{"case": "test_y|test_accelerator", "reason": "fixed since"}]
     assert run.compare("s", cpu, npu, stale) == [
-        "s A::test_x: passes on the CPU, fails on npu: boom",
+        "s A::test_x: passed on the CPU, fails on npu: boom",
         "s A::test_y: passes on npu, but expected_differences.toml says: fixed since"]

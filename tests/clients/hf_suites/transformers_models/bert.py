@@ -32,5 +32,9 @@ class BertModelTest(ModelTesterMixin, unittest.TestCase):
     all_model_classes = (BertModel, BertForMaskedLM, BertForMultipleChoice, BertForQuestionAnswering,
                          BertForSequenceClassification, BertForTokenClassification)
 
+    # Offloading and model parallelism split the model at these fractions of its size; at 0.7 the embeddings (512
+    # positions) fit nowhere but on the CPU, so nothing would be placed on the device.
+    model_split_percents = [0.5, 0.8, 0.9]
+
     def setUp(self):
         self.model_tester = BertTester(self)

@@ -19,9 +19,10 @@ class MixtralTester:
         self.parent = parent
 
     def get_config(self):
-        return MixtralConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size, intermediate_size=37,
+        # The experts' width a multiple of 16 bytes: transformers' grouped-matmul experts (torch._grouped_mm) need it.
+        return MixtralConfig(vocab_size=self.vocab_size, hidden_size=self.hidden_size, intermediate_size=32,
                              num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                             num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                             num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=2,
                              max_position_embeddings=512, pad_token_id=self.pad_token_id)
 
     def prepare_config_and_inputs_for_common(self):

@@ -10,6 +10,8 @@ class ViTTester:
     batch_size, image_size, patch_size, num_channels = 3, 16, 4, 3
     hidden_size, num_hidden_layers, num_attention_heads = 32, 2, 4
     seq_length = (16 // 4) ** 2 + 1  # the patches and the [CLS] token
+    mask_length = seq_length - 1  # ViTForMaskedImageModeling masks patches, not the [CLS] token
+    num_masks = 8
     is_training = True
 
     def __init__(self, parent):

@@ -2,7 +2,8 @@
 config: 80 mel bins over 60 frames (30 encoder positions after the strided convolution)."""
 import unittest
 
-from transformers import WhisperConfig, WhisperForAudioClassification, WhisperForConditionalGeneration, WhisperModel
+import torch
+from transformers import WhisperConfig, WhisperForConditionalGeneration, WhisperModel
 
 from ...test_modeling_common import ModelTesterMixin, floats_tensor, ids_tensor
 
@@ -25,12 +26,14 @@ class WhisperTester:
                              decoder_attention_heads=self.num_attention_heads, encoder_ffn_dim=16,
                              decoder_ffn_dim=16, max_source_positions=self.encoder_seq_length,
                              max_target_positions=40, pad_token_id=0, bos_token_id=98, eos_token_id=98,
-                             decoder_start_token_id=85, num_labels=3)
+                             decoder_start_token_id=85)
 
     def prepare_config_and_inputs_for_common(self):
         features = floats_tensor([self.batch_size, self.num_mel_bins, self.seq_length])
         decoder_input_ids = ids_tensor([self.batch_size, self.decoder_seq_length], self.vocab_size)
-        return self.get_config(), {"input_features": features, "decoder_input_ids": decoder_input_ids}
+        decoder_attention_mask = torch.ones_like(decoder_input_ids)
+        return self.get_config(), {"input_features": features, "decoder_input_ids": decoder_input_ids,
+                                   "decoder_attention_mask": decoder_attention_mask}
 
 
 class WhisperModelTest(ModelTesterMixin, unittest.TestCase):
@@ -40,20 +43,10 @@ class WhisperModelTest(ModelTesterMixin, unittest.TestCase):
     def setUp(self):
         self.model_tester = WhisperTester(self)
 
+    def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
+        inputs = super()._prepare_for_class(inputs_dict, model_class, return_labels)
+        if return_labels and model_class is WhisperForConditionalGeneration:
+            # The mixin gives labels to no speech-to-text class: the transcript is the decoder's input tokens.
+            inputs["labels"] = inputs["decoder_input_ids"]
+        return inputs
 
-class WhisperEncoderModelTest(ModelTesterMixin, unittest.TestCase):
-    """The encoder alone, with a classification head (audio classification)."""
-    all_model_classes = (WhisperForAudioClassification,)
-    # The encoder reads mel features: no token embeddings to resize.
-    test_resize_embeddings = False
-
-    def setUp(self):
-        self.model_tester = WhisperEncoderTester(self)
-
-
-class WhisperEncoderTester(WhisperTester):
-    seq_length = 30  # hidden states and attentions are over the encoder's positions
-
-    def prepare_config_and_inputs_for_common(self):
-        features = floats_tensor([self.batch_size, self.num_mel_bins, 2 * self.encoder_seq_length])
-        return self.get_config(), {"input_features": features}
