@@ -25,9 +25,14 @@ Snapshot sample(Sampler& sampler) {
 
 std::string aicore(const Device& d) { return std::to_string(std::lround(d.aicore_percent)); }
 
-std::string memory_usage(const Device& d) {
-  return pad(std::to_string(to_mib(d.memory_used)), 4) + " / " + std::to_string(to_mib(d.memory_total));
+// "used / total" as Ascend aligns it: the used figure in five columns, so "3445 / 65536" but "60156/ 65536".
+std::string usage(uint64_t used, uint64_t total) {
+  return pad(std::to_string(used), 5) + "/ " + std::to_string(total);
 }
+
+std::string power(const Device& d) { return fixed(power_watts(d.aicore_percent), 1); }
+std::string temperature(const Device& d) { return std::to_string(temperature_c(d.aicore_percent)); }
+std::string hbm_rate(const Device& d) { return std::to_string(percent_of(d.memory_used, d.memory_total)); }
 
 }  // namespace
 
@@ -35,15 +40,18 @@ void print_info(std::ostream& out, Sampler& sampler) {
   Snapshot s = sample(sampler);
   BoxTable t(out);
   t.full_rule();
-  t.wide(pad("npu-smi " SOFTNPU_VERSION, 33) + "Version: " SOFTNPU_VERSION);
+  // Ascend's version line, saying in its free space what these devices are.
+  t.wide(pad("npu-smi " SOFTNPU_NPU_SMI_VERSION, 33) + pad("Version: " SOFTNPU_NPU_SMI_VERSION, 32) +
+         "softnpu " SOFTNPU_VERSION ": SOFTWARE NPUs");
   t.rule();
-  t.row("NPU   Name", "Health", "Power(W)    Temp(C)");
-  t.row("Chip", "AI Cores", "AICore(%)   Memory-Usage(MB)");
+  t.row("NPU   Name", "Health", "Power(W)    Temp(C)           Hugepages-Usage(page)");
+  t.row("Chip", "Bus-Id", "AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)");
   t.rule('=');
+  // As on a 910B: no huge pages, no DDR beside the HBM (both 0 / 0); device memory is HBM.
   for (const Device& d : s.devices) {
-    t.row(pad(std::to_string(d.id), 6) + d.name, "OK",
-          pad(fixed(power_watts(d.aicore_percent), 1), 12) + std::to_string(temperature_c(d.aicore_percent)));
-    t.row("0", std::to_string(d.compute_threads), pad(aicore(d), 12) + memory_usage(d));
+    t.row(pad(std::to_string(d.id), 6) + d.name, "OK", pad(power(d), 12) + pad(temperature(d), 18) + usage(0, 0));
+    t.row("0", d.bus_id,
+          pad(aicore(d), 12) + pad(usage(0, 0), 18) + usage(to_mib(d.memory_used), to_mib(d.memory_total)));
     t.rule('=');
   }
 
@@ -69,8 +77,8 @@ void print_json(std::ostream& out, Sampler& sampler) {
   for (size_t i = 0; i < s.devices.size(); ++i) {
     const Device& d = s.devices[i];
     out << (i ? ",\n" : "\n") << "    {\"id\": " << d.id << ", \"name\": " << json_string(d.name)
-        << ", \"memory_total_mb\": " << to_mib(d.memory_total) << ", \"memory_used_mb\": " << to_mib(d.memory_used)
-        << ", \"aicore_percent\": " << aicore(d) << "}";
+        << ", \"bus_id\": " << json_string(d.bus_id) << ", \"memory_total_mb\": " << to_mib(d.memory_total)
+        << ", \"memory_used_mb\": " << to_mib(d.memory_used) << ", \"aicore_percent\": " << aicore(d) << "}";
   }
   out << (s.devices.empty() ? "],\n" : "\n  ],\n") << "  \"processes\": [";
   for (size_t i = 0; i < s.processes.size(); ++i) {
@@ -83,51 +91,108 @@ void print_json(std::ostream& out, Sampler& sampler) {
 
 void print_list(std::ostream& out, Sampler& sampler) {
   Snapshot s = sampler.read();
-  out << "Total Count : " << s.devices.size() << "\n";
+  print_fields(out, {{"Total Count", std::to_string(s.devices.size())}});
   for (const Device& d : s.devices) {
-    out << "\n";
-    print_fields(out, {{"NPU ID", std::to_string(d.id)},
+    print_fields(out, {{"", ""},
+                       {"NPU ID", std::to_string(d.id)},
                        {"Name", d.name},
                        {"Chip Count", "1"},
                        {"Health", "OK"},
-                       {"Aicore Count", std::to_string(d.compute_threads)},
+                       {"Aicore Count", std::to_string(d.ai_cores)},
                        {"Memory Capacity(MB)", std::to_string(to_mib(d.memory_total))}});
   }
 }
 
-void print_detail(std::ostream& out, Sampler& sampler, Detail detail, int device) {
-  Snapshot s = detail == Detail::kUsage ? sample(sampler) : sampler.read();
+void print_mapping(std::ostream& out, Sampler& sampler) {
+  // Ascend's columns of 31; each NPU is one chip whose logic id (the runtime's device number before
+  // ASCEND_RT_VISIBLE_DEVICES) is its NPU ID. A software NPU has no MCU, so no "Mcu" rows.
+  out << '\t' << pad("NPU ID", 31) << pad("Chip ID", 31) << pad("Chip Logic ID", 31) << pad("Chip Name", 30) << '\n';
+  for (const Device& d : sampler.read().devices) {
+    std::string chip = d.name.rfind("Ascend", 0) == 0 ? d.name : "Ascend " + d.name;  // the A3's is "Ascend910"
+    out << '\t' << pad(std::to_string(d.id), 31) << pad("0", 31) << pad(std::to_string(d.id), 31) << chip << '\n';
+  }
+}
+
+void print_detail(std::ostream& out, Sampler& sampler, Detail detail, int device, bool chip_given) {
+  bool live = detail == Detail::kCommon || detail == Detail::kUsages || detail == Detail::kPower ||
+              detail == Detail::kTemp;  // utilization, and the simulated figures that follow it
+  Snapshot s = live ? sample(sampler) : sampler.read();
   const Device& d = s.devices[device];
-  uint64_t total = to_mib(d.memory_total);
-  uint64_t used = to_mib(d.memory_used);
+  std::string id = std::to_string(d.id);
+  std::string hbm_total = std::to_string(to_mib(d.memory_total));
+  // Ascend answers some types per card (Chip Count, then each chip's block) and, with -c, for that chip alone.
+  Fields head = chip_given ? Fields{{"NPU ID", id}, {"Chip ID", "0"}} : Fields{{"NPU ID", id}};
+  Fields fields;
   switch (detail) {
-    case Detail::kUsage:
-      print_fields(out, {{"NPU ID", std::to_string(d.id)},
-                         {"Chip ID", "0"},
-                         {"Memory Capacity(MB)", std::to_string(total)},
-                         {"Memory Usage Rate(%)", std::to_string(percent_of(d.memory_used, d.memory_total))},
-                         {"Aicore Usage Rate(%)", aicore(d)},
-                         {"Aicore Count", std::to_string(d.compute_threads)}});
+    case Detail::kBoard:
+      fields = {{"NPU ID", id},
+                {"Product Name", "softnpu SOFTWARE NPU"},
+                {"Model", "NA"},
+                {"Manufacturer", "softnpu"},
+                {"Serial Number", "NA"},
+                {"Software Version", SOFTNPU_NPU_SMI_VERSION},
+                {"Firmware Version", SOFTNPU_VERSION},  // the software that is the device
+                {"Compatibility", "OK"},
+                {"Board ID", "NA"},
+                {"PCB ID", "NA"},
+                {"BOM Version", "NA"},
+                {"PCIe Bus Info", d.bus_id},
+                {"Slot ID", id},
+                {"Class ID", "NA"},
+                // No PCI device exists: no vendor or device ids to report.
+                {"PCI Vendor ID", "NA"},
+                {"PCI Device ID", "NA"},
+                {"Subsystem Vendor ID", "NA"},
+                {"Subsystem Device ID", "NA"},
+                {"Chip Count", "1"},
+                {"Chip Name", d.name},
+                {"NPU Name", d.soc_name}};
+      break;
+    case Detail::kCommon:
+      fields = chip_given ? head : Fields{{"NPU ID", id}, {"Chip Count", "1"}, {"", ""}, {"Chip ID", "0"}};
+      fields.insert(fields.end(), {{"Memory Usage Rate(%)", "0"},
+                                   {"HBM Usage Rate(%)", hbm_rate(d)},
+                                   {"Aicore Usage Rate(%)", aicore(d)},
+                                   {"Aicore Freq(MHZ)", std::to_string(d.clock_mhz)},
+                                   {"Aicore curFreq(MHZ)", std::to_string(d.clock_mhz)},
+                                   {"Aicore Count", std::to_string(d.ai_cores)},
+                                   {"Temperature(C)", temperature(d)},
+                                   {"NPU Real-time Power(W)", power(d)}});
+      break;
+    case Detail::kHealth:
+      fields = head;
+      fields.insert(fields.end(), {{chip_given ? "Health Status" : "Health", "OK"},
+                                   {"Error Code", "NA"},
+                                   {"Error Information", "NA"}});
       break;
     case Detail::kMemory:
-      print_fields(out, {{"NPU ID", std::to_string(d.id)},
-                         {"Chip ID", "0"},
-                         {"Memory Capacity(MB)", std::to_string(total)},
-                         {"Memory Used(MB)", std::to_string(used)},
-                         // Processes run with a larger SOFTNPU_MEMORY_MB may hold more than this capacity.
-                         {"Memory Free(MB)", std::to_string(used < total ? total - used : 0)},
-                         {"Memory Usage Rate(%)", std::to_string(percent_of(d.memory_used, d.memory_total))}});
+      fields = head;
+      fields.insert(fields.end(),
+                    {{"DDR Capacity(MB)", "0"}, {"DDR Clock Speed(MHz)", "0"}, {"HBM Capacity(MB)", hbm_total}});
+      if (!chip_given) fields.push_back({"Chip ID", "0"});
       break;
-    case Detail::kBoard:
-      print_fields(out, {{"NPU ID", std::to_string(d.id)},
-                         {"Name", d.name},
-                         {"Software Version", SOFTNPU_VERSION},
-                         {"Compatibility", "OK"},
-                         {"Chip Count", "1"},
-                         {"Aicore Count", std::to_string(d.compute_threads)},
-                         {"Memory Capacity(MB)", std::to_string(total)}});
+    case Detail::kPower:
+      // Ascend names the card's figure and a chip's differently.
+      fields = head;
+      fields.push_back({chip_given ? "NPU Real-time Power(W)" : "Power Dissipation(W)", power(d)});
+      break;
+    case Detail::kTemp:
+      fields = head;
+      fields.push_back({"NPU Temperature(C)", temperature(d)});
+      break;
+    case Detail::kUsages:
+      fields = chip_given ? head : Fields{{"NPU ID", id}, {"Chip Count", "1"}, {"", ""}};
+      fields.insert(fields.end(), {{"DDR Capacity(MB)", "0"},
+                                   {"DDR Usage Rate(%)", "0"},
+                                   {"DDR Hugepages Total(page)", "0"},
+                                   {"DDR Hugepages Usage Rate(%)", "0"},
+                                   {"HBM Capacity(MB)", hbm_total},
+                                   {"HBM Usage Rate(%)", hbm_rate(d)},
+                                   {"Aicore Usage Rate(%)", aicore(d)}});
+      if (!chip_given) fields.push_back({"Chip ID", "0"});
       break;
   }
+  print_fields(out, fields);
 }
 
 void watch(std::ostream& out, Sampler& sampler, int device, double interval_s) {
@@ -160,9 +225,8 @@ void watch(std::ostream& out, Sampler& sampler, int device, double interval_s) {
     for (const Device& d : s.devices) {
       if (device >= 0 && d.id != device) continue;
       out << pad(std::to_string(d.id), kColumn) << pad("0", kColumn)
-          << pad(fixed(power_watts(d.aicore_percent), 1), kColumn)
-          << pad(std::to_string(temperature_c(d.aicore_percent)), kColumn) << pad(aicore(d), kColumn)
-          << pad(std::to_string(percent_of(d.memory_used, d.memory_total)), kColumn) << to_mib(d.memory_used)
+          << pad(power(d), kColumn) << pad(temperature(d), kColumn) << pad(aicore(d), kColumn)
+          << pad(hbm_rate(d), kColumn) << to_mib(d.memory_used)
           << "\n";
     }
     out << std::flush;

@@ -36,11 +36,14 @@ void BoxTable::wide(const std::string& text) {
 }
 
 void BoxTable::row(const std::string& a, const std::string& b, const std::string& c) {
-  out_ << "| " << pad(a, kWidths[0]) << " | " << pad(b, kWidths[1]) << " | " << pad(c, kWidths[2]) << " |\n";
+  out_ << "| " << pad(a, kWidths[0]) << " | " << pad(b, kWidths[1]) << " | " << pad(c, kWidths[2] + 1) << "|\n";
 }
 
 void print_fields(std::ostream& out, const Fields& fields) {
-  for (const auto& [key, value] : fields) out << key << " : " << value << '\n';
+  for (const auto& [key, value] : fields) {
+    if (key.empty()) out << '\n';
+    else out << '\t' << (key.size() < 30 ? pad(key, 30) : key) << " : " << value << '\n';
+  }
 }
 
 namespace {

@@ -18,9 +18,10 @@ std::string fixed(double value, int decimals);
 // s left-justified in width columns, cut if longer.
 std::string pad(const std::string& s, size_t width);
 
-// The three-column box of Ascend's `npu-smi info`:
+// The three-column box of Ascend's `npu-smi info` on the 910 series; the third column's text may take its closing
+// space, as Ascend's header does:
 //   +---------------------------+---------------+----------------------------------------------------+
-//   | NPU   Name                | Health        | Power(W)    Temp(C)                                |
+//   | NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
 class BoxTable {
  public:
   static constexpr size_t kWidths[3] = {25, 13, 50};
@@ -35,7 +36,8 @@ class BoxTable {
   std::ostream& out_;
 };
 
-// "Key : Value" lines, as `npu-smi info -l` and `-t ...` print them.
+// "Key : Value" lines, as `npu-smi info -l`, `-t ...` print them: a tab, the key left-justified in 30 columns,
+// " : ", the value (scripts read the value from column 34). An entry with an empty key is an empty line.
 using Fields = std::vector<std::pair<std::string, std::string>>;
 void print_fields(std::ostream& out, const Fields& fields);
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,11 +18,15 @@ constexpr const char* kUsage = R"(Usage: npu-smi info [OPTIONS]
   npu-smi info                      devices and the processes using them
   npu-smi info --json               the same as JSON, for scripts
   npu-smi info -l                   device count and a summary of each device
-  npu-smi info -t TYPE -i ID        details of device ID; TYPE is usage (or usages), memory or board
+  npu-smi info -m                   the chip mapping: NPU ID, Chip ID, Chip Logic ID, Chip Name
+  npu-smi info -t TYPE -i ID [-c 0] details of device ID (of its chip with -c); TYPE is board, common, health,
+                                    memory, power, temp or usages (or usage)
   npu-smi info watch [-i ID] [-d SECONDS]
                                     a line per device every SECONDS (default 1) until Ctrl-C
   npu-smi -h, --help                this help
 
+  These are softnpu's SOFTWARE NPUs, presenting as the chip SOFTNPU_SOC_VERSION selects. Power and temperature are
+  SIMULATED (no sensors): they follow AICore(%). The bus ids are identifiers, no PCI device exists.
   -c CHIP may follow -i ID as on Ascend; each softnpu NPU has one chip, 0.
   npu-smi sees the devices of its own configuration (SOFTNPU_DEVICE_COUNT, SOFTNPU_MEMORY_MB, SOFTNPU_CORES).
 )";
@@ -30,12 +35,13 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Mode { kTable, kJson, kList, kDetail, kWatch };
+enum class Mode { kTable, kJson, kList, kMapping, kDetail, kWatch };
 
 struct Options {
   Mode mode = Mode::kTable;
-  npu_smi::Detail detail = npu_smi::Detail::kUsage;
+  npu_smi::Detail detail = npu_smi::Detail::kUsages;
   std::optional<int> device;  // -i
+  bool chip_given = false;    // -c
   double interval_s = 1.0;    // -d
 };
 
@@ -88,18 +94,27 @@ std::optional<Options> parse(const std::vector<std::string>& args) {
       set_mode(Mode::kJson);
     } else if (a == "-l") {
       set_mode(Mode::kList);
+    } else if (a == "-m") {
+      set_mode(Mode::kMapping);
     } else if (a == "-t") {
       set_mode(Mode::kDetail);
+      static const std::map<std::string, npu_smi::Detail> kTypes = {
+          {"board", npu_smi::Detail::kBoard},   {"common", npu_smi::Detail::kCommon},
+          {"health", npu_smi::Detail::kHealth}, {"memory", npu_smi::Detail::kMemory},
+          {"power", npu_smi::Detail::kPower},   {"temp", npu_smi::Detail::kTemp},
+          {"usages", npu_smi::Detail::kUsages}, {"usage", npu_smi::Detail::kUsages}};
       const std::string& type = value(a);
-      if (type == "usage" || type == "usages") o.detail = npu_smi::Detail::kUsage;
-      else if (type == "memory") o.detail = npu_smi::Detail::kMemory;
-      else if (type == "board") o.detail = npu_smi::Detail::kBoard;
-      else throw UsageError("unknown type '" + type + "' for -t: expected usage, memory or board");
+      auto found = kTypes.find(type);
+      if (found == kTypes.end())
+        throw UsageError("unknown type '" + type +
+                         "' for -t: expected board, common, health, memory, power, temp or usages");
+      o.detail = found->second;
     } else if (a == "-i") {
       o.device = parse_int(a, value(a));
     } else if (a == "-c") {
       if (int chip = parse_int(a, value(a)); chip != 0)
         throw UsageError("chip " + std::to_string(chip) + " does not exist: each NPU has one chip, 0");
+      o.chip_given = true;
     } else if (a == "-d") {
       o.interval_s = parse_seconds(value(a));
       interval_given = true;
@@ -110,6 +125,7 @@ std::optional<Options> parse(const std::vector<std::string>& args) {
   if (o.mode == Mode::kDetail && !o.device) throw UsageError("-t needs -i ID");
   if (o.device && o.mode != Mode::kDetail && o.mode != Mode::kWatch)
     throw UsageError("-i applies to -t and watch only");
+  if (o.chip_given && o.mode != Mode::kDetail) throw UsageError("-c applies to -t only");
   if (interval_given && o.mode != Mode::kWatch) throw UsageError("-d applies to watch only");
   return o;
 }
@@ -123,7 +139,8 @@ int run(const Options& o) {
     case Mode::kTable: npu_smi::print_info(std::cout, sampler); break;
     case Mode::kJson: npu_smi::print_json(std::cout, sampler); break;
     case Mode::kList: npu_smi::print_list(std::cout, sampler); break;
-    case Mode::kDetail: npu_smi::print_detail(std::cout, sampler, o.detail, *o.device); break;
+    case Mode::kMapping: npu_smi::print_mapping(std::cout, sampler); break;
+    case Mode::kDetail: npu_smi::print_detail(std::cout, sampler, o.detail, *o.device, o.chip_given); break;
     case Mode::kWatch: npu_smi::watch(std::cout, sampler, o.device.value_or(-1), o.interval_s); break;
   }
   return 0;

@@ -1,6 +1,7 @@
 #include "sampler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace npu_smi {
@@ -25,16 +26,28 @@ std::vector<snpuMgmtProcessUsage> list_usage() {
 
 }  // namespace
 
+std::string bus_id(int index) {
+  static constexpr int kBuses[8] = {0xC1, 0xC2, 0x81, 0x82, 0x01, 0x02, 0x41, 0x42};
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%04X:%02X:00.0", (index / 8) & 0xFFFF, kBuses[index % 8]);
+  return buf;
+}
+
 Sampler::Sampler() {
   int count = 0;
   check(snpuMgmtGetDeviceCount(&count));
+  snpuSocProfile soc;
+  check(snpuGetSocProfile(nullptr, &soc));  // the chip SOFTNPU_SOC_VERSION selects, as every device presents
   for (int id = 0; id < count; ++id) {
     snpuDeviceProp prop;
     check(snpuMgmtGetDeviceProperties(&prop, id));
     Device d;
     d.id = id;
     d.name = prop.chip_name;  // npu-smi names the chip ("910B3"), torch_npu the SoC ("Ascend910B3")
-    d.compute_threads = prop.ai_cores;
+    d.soc_name = prop.name;
+    d.bus_id = bus_id(prop.physical_index);
+    d.ai_cores = prop.ai_cores;
+    d.clock_mhz = soc.clock_mhz;
     d.memory_total = prop.total_memory;
     devices_.push_back(d);
   }

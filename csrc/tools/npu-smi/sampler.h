@@ -14,8 +14,11 @@ namespace npu_smi {
 
 struct Device {
   int id = 0;
-  std::string name;
-  int compute_threads = 0;  // the device's AI cores
+  std::string name;         // the chip's npu-smi name: "910B3"
+  std::string soc_name;     // the SoC's name: "Ascend910B3"
+  std::string bus_id;       // see bus_id()
+  int ai_cores = 0;         // the chip's AI cores (the SoC profile's)
+  int clock_mhz = 0;        // the chip's AI core clock (the SoC profile's)
   uint64_t memory_total = 0;  // bytes
   uint64_t memory_used = 0;   // bytes held by live processes
   double aicore_percent = 0;  // see Sampler::read
@@ -48,6 +51,11 @@ class Sampler {
   std::vector<Device> devices_;  // properties; the figures are filled by read()
   std::map<std::pair<int, int>, snpuMgmtProcessUsage> previous_;  // by (pid, device)
 };
+
+// The PCI-style bus id npu-smi shows for physical device `index`: no PCI device exists, so it is an identifier, stable
+// per index. Devices 0-7 take the buses of an Atlas 800T A2's eight NPUs in npu-smi's order (C1, C2, 81, 82, 01, 02,
+// 41, 42); each further group of eight takes the next PCI domain: device 9 is 0001:C2:00.0.
+std::string bus_id(int index);
 
 // Simulated figures: a software NPU has no sensors, so power and temperature follow utilization.
 double power_watts(double aicore_percent);
