@@ -15,10 +15,11 @@ def test_is_available_and_device_count():
 def test_device_count_capacity_and_visibility_follow_the_configuration():
     # Each configuration needs its own process (the runtime reads the variables once); they run concurrently.
     probe = """
-        import torch, torch_npu
+        import torch, torch_npu, softnpu
         n = torch.npu.device_count()
         p = torch.npu.get_device_properties(0)
-        print(n, p.total_memory, p.multi_processor_count, torch.npu.mem_get_info(0)[1])
+        threads = softnpu._C._get_device_properties(0)["compute_threads"]  # SOFTNPU_CORES (AI cores are the chip's)
+        print(n, p.total_memory, threads, torch.npu.mem_get_info(0)[1])
         print([torch.npu.get_device_properties(i).physical_index for i in range(n)])
         x = torch.ones(4, device=f"npu:{n - 1}") * 3
         print(x.device, x.cpu().tolist())

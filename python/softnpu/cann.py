@@ -7,6 +7,8 @@ import os
 import re
 
 TOOLKIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ascend-toolkit", "latest")
+# The variables setup_environment set (the user did not): `softnpu report` shows them as defaults.
+SET_AT_IMPORT: set[str] = set()
 
 
 def ascend_home() -> str:
@@ -25,6 +27,7 @@ def setup_environment() -> None:
     for name, value in defaults.items():
         if not os.environ.get(name):
             os.environ[name] = value
+            SET_AT_IMPORT.add(name)
     paths = os.environ.get("LD_LIBRARY_PATH", "")
     os.environ["LD_LIBRARY_PATH"] = os.path.join(TOOLKIT, "lib64") + (":" + paths if paths else "")
 

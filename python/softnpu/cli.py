@@ -26,7 +26,7 @@ from typing import Callable
 import softnpu_loader
 import torch
 
-from . import __version__, _C, host
+from . import __version__, _C, cann, host
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _BIN_DIR = Path(sys.executable).parent
@@ -43,8 +43,9 @@ class _Var:
 
     @property
     def value(self) -> str | None:
-        """The value set in the environment; None when unset or empty (both mean the default)."""
-        return os.environ.get(self.name) or None
+        """The value set in the environment; None when unset or empty (both mean the default), or set by softnpu's
+        import (the CANN variables: softnpu.cann)."""
+        return None if self.name in cann.SET_AT_IMPORT else os.environ.get(self.name) or None
 
 
 def _env_table() -> list[_Var]:
