@@ -10,6 +10,8 @@
 #include <fstream>
 #include <new>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -265,6 +267,8 @@ TEST(NpuSmi, HelpAndUsageErrors) {
       {"info", "watch", "-i", "2"},
       {"info", "watch", "-d", "0"},
       {"info", "-t", "board", "-i", "0", "-c", "1"},
+      {"info", "-m", "-i", "0"},
+      {"info", "-l", "-c", "0"},
   };
   for (std::vector<std::string> args : usage_errors) {
     std::string shown;
@@ -283,44 +287,116 @@ TEST(NpuSmi, MalformedEnvironmentFailsWithTheMessage) {
   EXPECT_NE(r.err.find("SOFTNPU_DEVICE_COUNT='0'"), std::string::npos) << r.err;
 }
 
+// A "Key : Value" line as Ascend's npu-smi prints it: a tab, the key in 30 columns.
+std::string field(const std::string& key, const std::string& value) {
+  return "\t" + key + std::string(30 - key.size(), ' ') + " : " + value + "\n";
+}
+
 TEST(NpuSmi, ListCountsTheConfiguredDevices) {
   Result r = run({kNpuSmi, "info", "-l"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("Total Count : 2\n", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("NPU ID : 1\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind(field("Total Count", "2"), 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(field("NPU ID", "1")), std::string::npos) << r.out;
 
   r = run({kNpuSmi, "info", "-l"}, {"SOFTNPU_DEVICE_COUNT=4"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("Total Count : 4\n", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("NPU ID : 3\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind(field("Total Count", "4"), 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(field("NPU ID", "3")), std::string::npos) << r.out;
+}
+
+TEST(NpuSmi, MappingListsOneChipPerNpu) {
+  Result r = run({kNpuSmi, "info", "-m"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto column = [](const std::string& s) { return s + std::string(31 - s.size(), ' '); };
+  EXPECT_EQ(r.out, "\t" + column("NPU ID") + column("Chip ID") + column("Chip Logic ID") + "Chip Name" +
+                       std::string(21, ' ') + "\n" +
+                       "\t" + column("0") + column("0") + column("0") + "Ascend 910B3\n" +
+                       "\t" + column("1") + column("0") + column("1") + "Ascend 910B3\n");
 }
 
 TEST(NpuSmi, DetailsOfADevice) {
   Holder holder;
-  for (const char* type : {"usage", "usages", "memory", "board"}) {
-    Result r = run({kNpuSmi, "info", "-t", type, "-i", "0"});
-    EXPECT_EQ(r.exit_code, 0) << type << ": " << r.err;
-    EXPECT_EQ(r.out.rfind("NPU ID : 0\n", 0), 0u) << type << ":\n" << r.out;
+  for (const char* type : {"board", "common", "health", "memory", "power", "temp", "usages", "usage"}) {
+    for (bool chip : {false, true}) {
+      std::vector<std::string> args = {kNpuSmi, "info", "-t", type, "-i", "0"};
+      if (chip) args.insert(args.end(), {"-c", "0"});
+      Result r = run(args);
+      EXPECT_EQ(r.exit_code, 0) << type << ": " << r.err;
+      EXPECT_EQ(r.out.rfind(field("NPU ID", "0"), 0), 0u) << type << ":\n" << r.out;
+      if (chip) {
+        EXPECT_EQ(r.out.find(field("Chip ID", "0")), field("NPU ID", "0").size()) << type << ":\n" << r.out;
+      }
+    }
   }
-  Result r = run({kNpuSmi, "info", "-t", "usage", "-i", "0"}, {"SOFTNPU_MEMORY_MB=1024"});
-  EXPECT_NE(r.out.find("Memory Usage Rate(%) : "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("Aicore Usage Rate(%) : "), std::string::npos) << r.out;
+  Result r = run({kNpuSmi, "info", "-t", "usages", "-i", "0"}, {"SOFTNPU_MEMORY_MB=1024"});
+  EXPECT_NE(r.out.find(field("HBM Capacity(MB)", "1024")), std::string::npos) << r.out;
+  std::smatch rate;  // at least the holder's 256 of 1024 MiB
+  ASSERT_TRUE(std::regex_search(r.out, rate, std::regex("\tHBM Usage Rate\\(%\\) +: (\\d+)\n"))) << r.out;
+  EXPECT_GE(std::stoi(rate[1]), 25) << r.out;
+  EXPECT_NE(r.out.find("\tAicore Usage Rate(%)           : "), std::string::npos) << r.out;
   r = run({kNpuSmi, "info", "-t", "memory", "-i", "0"}, {"SOFTNPU_MEMORY_MB=1048576"});
-  EXPECT_NE(r.out.find("Memory Capacity(MB) : 1048576\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(field("HBM Capacity(MB)", "1048576")), std::string::npos) << r.out;
+  // Ascend names the card's power and a chip's differently; both simulated, 65 W when idle (device 63: idle).
+  const std::vector<std::string> idle = {"SOFTNPU_DEVICE_COUNT=64"};
+  r = run({kNpuSmi, "info", "-t", "power", "-i", "63"}, idle);
+  EXPECT_NE(r.out.find(field("Power Dissipation(W)", "65.0")), std::string::npos) << r.out;
+  r = run({kNpuSmi, "info", "-t", "power", "-i", "63", "-c", "0"}, idle);
+  EXPECT_NE(r.out.find(field("NPU Real-time Power(W)", "65.0")), std::string::npos) << r.out;
+  r = run({kNpuSmi, "info", "-t", "common", "-i", "1"});
+  EXPECT_NE(r.out.find(field("Aicore Count", "20")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(field("Aicore Freq(MHZ)", "1800")), std::string::npos) << r.out;
+  r = run({kNpuSmi, "info", "-t", "board", "-i", "1"});
+  for (const std::string& line : {field("PCIe Bus Info", "0000:C2:00.0"), field("Chip Name", "910B3"),
+                                  field("NPU Name", "Ascend910B3"), field("PCI Vendor ID", "NA")})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
+  r = run({kNpuSmi, "info", "-t", "board", "-i", "1", "-c", "0"});  // the chip's board information
+  for (const std::string& line : {field("Chip Type", "Ascend"), field("Chip Name", "910B3"),
+                                  field("PCIe Bus Info", "0000:C2:00.0")})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
+}
+
+TEST(NpuSmi, BusIdsAreStablePerPhysicalDevice) {
+  Result r = run({kNpuSmi, "info", "--json"}, {"SOFTNPU_DEVICE_COUNT=10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> ids;
+  for (const Json& d : JsonReader::parse(r.out).get("devices")->array) ids.push_back(d.get("bus_id")->string);
+  EXPECT_EQ(ids, (std::vector<std::string>{"0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
+                                           "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0",
+                                           "0001:C1:00.0", "0001:C2:00.0"}));
 }
 
 TEST(NpuSmi, TableShowsDevicesAndProcesses) {
   Holder holder;
   // 64 devices: no other test uses the last one, so its "no processes" line is certain.
-  Result r = run({kNpuSmi, "info"}, {"SOFTNPU_DEVICE_COUNT=64"});
+  Result r = run({kNpuSmi, "info"}, {"SOFTNPU_DEVICE_COUNT=64", "SOFTNPU_MEMORY_MB=65536"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("| NPU   Name                | Health        | Power(W)    Temp(C)"), std::string::npos)
-      << r.out;
-  EXPECT_NE(r.out.find("| 63    910B3               | OK            |"), std::string::npos) << r.out;
+  // Ascend's 910B table, line for line as its npu-smi prints it.
+  for (const char* line : {
+           "| npu-smi 25.3.rc1                 Version: 25.3.rc1               softnpu ",
+           "+---------------------------+---------------+----------------------------------------------------+\n"
+           "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+           "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+           "+===========================+===============+====================================================+\n",
+           "| 63    910B3               | OK            | 65.0        36                0    / 0             |\n"
+           "| 0                         | 0007:42:00.0  | 0           0    / 0          0    / 65536         |\n"
+           "+===========================+===============+====================================================+\n",
+           "+---------------------------+---------------+----------------------------------------------------+\n"
+           "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n"
+           "+===========================+===============+====================================================+\n",
+           "| No running processes found in NPU 63                                                           |\n"
+           "+===========================+===============+====================================================+\n"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  EXPECT_NE(r.out.find("SOFTWARE NPUs"), std::string::npos) << r.out;
+  // Device 0: the holder's 256 MiB (and whatever other tests hold) of 65536 under HBM-Usage.
+  std::smatch m;
+  std::regex device0(R"(\| 0 {25}\| 0000:C1:00\.0  \| \d+ +0    / 0 {10}(\d+) */ 65536 +\|\n)");
+  ASSERT_TRUE(std::regex_search(r.out, m, device0)) << r.out;
+  EXPECT_GE(std::stoi(m[1]), 256) << r.out;
   EXPECT_NE(r.out.find("| 0       0                 | " + std::to_string(holder.pid())), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| stats_holder             | 256 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| No running processes found in NPU 63 "), std::string::npos) << r.out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_EQ(line.size(), 98u) << line;
 }
 
 // The process entries of npu-smi --json, checking the document's shape on the way.
@@ -336,9 +412,10 @@ std::vector<Json> json_processes(const std::vector<std::string>& env = {}) {
     return {};
   }
   for (const Json& d : devices->array) {
-    EXPECT_EQ(d.keys(), (std::vector<std::string>{"id", "name", "memory_total_mb", "memory_used_mb",
+    EXPECT_EQ(d.keys(), (std::vector<std::string>{"id", "name", "bus_id", "memory_total_mb", "memory_used_mb",
                                                   "aicore_percent"}));
     EXPECT_EQ(d.get("name")->kind, Json::kString);
+    EXPECT_EQ(d.get("bus_id")->kind, Json::kString);
     for (const char* key : {"id", "memory_total_mb", "memory_used_mb", "aicore_percent"})
       EXPECT_EQ(d.get(key)->kind, Json::kNumber) << key;
   }

@@ -125,6 +125,21 @@ void print_detail(std::ostream& out, Sampler& sampler, Detail detail, int device
   Fields fields;
   switch (detail) {
     case Detail::kBoard:
+      if (chip_given) {
+        fields = head;
+        fields.insert(fields.end(), {{"Chip Type", "Ascend"},
+                                     {"Chip Name", d.name},
+                                     {"Chip Version", "NA"},
+                                     {"Board ID", "NA"},
+                                     {"PCB ID", "NA"},
+                                     {"BOM ID", "NA"},
+                                     {"VDie ID", "NA"},
+                                     {"NDie ID", "NA"},
+                                     {"Chip Position ID", "0"},
+                                     {"PCIe Bus Info", d.bus_id},
+                                     {"Firmware Version", SOFTNPU_VERSION}});
+        break;
+      }
       fields = {{"NPU ID", id},
                 {"Product Name", "softnpu SOFTWARE NPU"},
                 {"Model", "NA"},
