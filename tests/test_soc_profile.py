@@ -103,11 +103,20 @@ def npu_smi(*args, **env) -> str:
     return r.stdout
 
 
+def npu_smi_fields(*args, **env) -> dict[str, str]:
+    """The "Key : Value" lines of npu-smi's output (Ascend's layout: a tab, the key in 30 columns)."""
+    return dict(re.findall(r"^\t(\S.*?) +: (.*)$", npu_smi(*args, **env), re.M))
+
+
 def test_npu_smi_shows_the_chips_name_and_ai_cores():
-    out = npu_smi("info", "-l")
-    assert "Name : 910B3" in out and "Aicore Count : 20" in out, out
-    out = npu_smi("info", "-t", "board", "-i", "0", SOFTNPU_SOC_VERSION="Ascend310P3")
-    assert "Name : 310P3" in out and "Aicore Count : 8" in out, out
+    out = npu_smi_fields("info", "-l")
+    assert out["Name"] == "910B3" and out["Aicore Count"] == "20", out
+    p3 = {"SOFTNPU_SOC_VERSION": "Ascend310P3"}
+    out = npu_smi_fields("info", "-t", "board", "-i", "0", **p3)
+    assert out["Chip Name"] == "310P3" and out["NPU Name"] == "Ascend310P3", out
+    out = npu_smi_fields("info", "-t", "common", "-i", "0", **p3)
+    assert out["Aicore Count"] == "8" and out["Aicore Freq(MHZ)"] == "1080", out
+    assert "Ascend 310P3" in npu_smi("info", "-m", **p3)
 
 
 def test_atc_converts_for_any_chip_of_the_table_and_the_loader_checks_it(tmp_path):
