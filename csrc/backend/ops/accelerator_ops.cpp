@@ -15,6 +15,20 @@ namespace {
 
 bool given(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
+// CUDA's cells compute in float32 for float16/bfloat16 operands (ATen's opmath type) and round each result once; a
+// composite of npu ops in the operands' dtype would round after every step (nn.LSTM's bfloat16 gradients were twice
+// as far from float64 as the CPU's). The workspace, which only the backward reads, stays in float32 (CUDA's keeps
+// the gates rounded to the operands' dtype): twice its memory, and the gradients as close to float64 as the CPU's.
+at::Tensor opmath(const at::Tensor& t) {
+  return t.defined() && at::isReducedFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t;
+}
+
+std::optional<at::Tensor> opmath(const std::optional<at::Tensor>& t) {
+  return given(t) ? std::optional<at::Tensor>(opmath(*t)) : t;
+}
+
+at::Tensor rounded(const at::Tensor& t, at::ScalarType dtype) { return t.defined() ? t.to(dtype) : t; }
+
 // ------------------------------------------------------------------------------------------------ RNN cells
 
 // input_gates and hidden_gates: [batch, 4 * hidden] in ATen's gate order (input, forget, cell, output). The workspace
@@ -23,13 +37,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell(const at::Tensor& input
                                                          const at::Tensor& cx, const std::optional<at::Tensor>& input_bias,
                                                          const std::optional<at::Tensor>& hidden_bias) {
   TORCH_CHECK(given(input_bias) == given(hidden_bias), "_thnn_fused_lstm_cell: give both biases or neither");
-  at::Tensor gates = input_gates + hidden_gates;
-  if (given(input_bias)) gates = gates + *input_bias + *hidden_bias;
+  const auto dtype = input_gates.scalar_type();
+  at::Tensor gates = opmath(input_gates) + opmath(hidden_gates);
+  if (given(input_bias)) gates = gates + *opmath(input_bias) + *opmath(hidden_bias);
   auto chunks = gates.chunk(4, 1);
   const at::Tensor i = chunks[0].sigmoid(), f = chunks[1].sigmoid(), g = chunks[2].tanh(), o = chunks[3].sigmoid();
-  at::Tensor cy = at::addcmul(f * cx, i, g);
-  at::Tensor hy = o * cy.tanh();
-  return {std::move(hy), std::move(cy), at::cat({i, f, g, o}, 1)};
+  const at::Tensor cy = at::addcmul(f * opmath(cx), i, g);
+  const at::Tensor hy = o * cy.tanh();
+  return {rounded(hy, dtype), rounded(cy, dtype), at::cat({i, f, g, o}, 1)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::optional<at::Tensor>& grad_hy,
@@ -37,20 +52,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_cell_backward(const std::opt
                                                                   const at::Tensor& cx, const at::Tensor& cy,
                                                                   const at::Tensor& workspace, bool has_bias) {
   if (!given(grad_hy) && !given(grad_cy)) return {};
-  auto gates = workspace.chunk(4, 1);
+  const auto dtype = cx.scalar_type();
+  auto gates = opmath(workspace).chunk(4, 1);
   const at::Tensor &i = gates[0], &f = gates[1], &g = gates[2], &o = gates[3];
-  const at::Tensor tanh_cy = cy.tanh();
+  const at::Tensor tanh_cy = opmath(cy).tanh();
   // The gradient reaching the cell state: from cy directly, and from hy through o * tanh(cy).
-  at::Tensor gc = given(grad_cy) ? *grad_cy : at::zeros_like(cy);
+  at::Tensor gc = given(grad_cy) ? opmath(*grad_cy) : at::zeros_like(tanh_cy);
   at::Tensor go = at::zeros_like(o);
   if (given(grad_hy)) {
-    go = *grad_hy * tanh_cy;
-    gc = gc + *grad_hy * o * (1 - tanh_cy * tanh_cy);
+    const at::Tensor ghy = opmath(*grad_hy);
+    go = ghy * tanh_cy;
+    gc = gc + ghy * o * (1 - tanh_cy * tanh_cy);
   }
-  at::Tensor grad_gates = at::cat({gc * g * i * (1 - i), gc * cx * f * (1 - f), gc * i * (1 - g * g), go * o * (1 - o)}, 1);
-  at::Tensor grad_cx = gc * f;
-  at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
-  return {std::move(grad_gates), std::move(grad_cx), std::move(grad_bias)};
+  const at::Tensor grad_gates =
+      at::cat({gc * g * i * (1 - i), gc * opmath(cx) * f * (1 - f), gc * i * (1 - g * g), go * o * (1 - o)}, 1);
+  const at::Tensor grad_cx = gc * f;
+  const at::Tensor grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+  return {rounded(grad_gates, dtype), rounded(grad_cx, dtype), rounded(grad_bias, dtype)};
 }
 
 // Gates: [batch, 3 * hidden] in ATen's order (reset, update, new). The workspace holds, in this order, the reset and
@@ -59,32 +77,36 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& input_gates, const
                                             const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
                                             const std::optional<at::Tensor>& hidden_bias) {
   TORCH_CHECK(given(input_bias) == given(hidden_bias), "_thnn_fused_gru_cell: give both biases or neither");
-  const at::Tensor ig = given(input_bias) ? input_gates + *input_bias : input_gates;
-  const at::Tensor hg = given(hidden_bias) ? hidden_gates + *hidden_bias : hidden_gates;
+  const auto dtype = input_gates.scalar_type();
+  const at::Tensor ig = given(input_bias) ? opmath(input_gates) + *opmath(input_bias) : opmath(input_gates);
+  const at::Tensor hg = given(hidden_bias) ? opmath(hidden_gates) + *opmath(hidden_bias) : opmath(hidden_gates);
   auto in = ig.chunk(3, 1);
   auto hn = hg.chunk(3, 1);
   const at::Tensor r = (in[0] + hn[0]).sigmoid();
   const at::Tensor z = (in[1] + hn[1]).sigmoid();
   const at::Tensor n = at::addcmul(in[2], r, hn[2]).tanh();
-  at::Tensor hy = at::addcmul(n, z, hx - n);
-  return {std::move(hy), at::cat({r, z, n, hx, hn[2]}, 1)};
+  const at::Tensor h = opmath(hx);
+  const at::Tensor hy = at::addcmul(n, z, h - n);
+  return {rounded(hy, dtype), at::cat({r, z, n, h, hn[2]}, 1)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_backward(const at::Tensor& grad_hy,
                                                                                        const at::Tensor& workspace,
                                                                                        bool has_bias) {
-  auto w = workspace.chunk(5, 1);
+  const auto dtype = grad_hy.scalar_type();
+  auto w = opmath(workspace).chunk(5, 1);
   const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
-  const at::Tensor gz = grad_hy * (hx - n) * z * (1 - z);
-  const at::Tensor gn = grad_hy * (1 - z) * (1 - n * n);
+  const at::Tensor ghy = opmath(grad_hy);
+  const at::Tensor gz = ghy * (hx - n) * z * (1 - z);
+  const at::Tensor gn = ghy * (1 - z) * (1 - n * n);
   const at::Tensor gr = gn * hn * r * (1 - r);
-  at::Tensor grad_input_gates = at::cat({gr, gz, gn}, 1);
-  at::Tensor grad_hidden_gates = at::cat({gr, gz, gn * r}, 1);
-  at::Tensor grad_hx = grad_hy * z;
-  at::Tensor grad_input_bias = has_bias ? grad_input_gates.sum(0) : at::Tensor();
-  at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
-  return {std::move(grad_input_gates), std::move(grad_hidden_gates), std::move(grad_hx), std::move(grad_input_bias),
-          std::move(grad_hidden_bias)};
+  const at::Tensor grad_input_gates = at::cat({gr, gz, gn}, 1);
+  const at::Tensor grad_hidden_gates = at::cat({gr, gz, gn * r}, 1);
+  const at::Tensor grad_hx = ghy * z;
+  const at::Tensor grad_input_bias = has_bias ? grad_input_gates.sum(0) : at::Tensor();
+  const at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
+  return {rounded(grad_input_gates, dtype), rounded(grad_hidden_gates, dtype), rounded(grad_hx, dtype),
+          rounded(grad_input_bias, dtype), rounded(grad_hidden_bias, dtype)};
 }
 
 // ------------------------------------------------------------------------------------------------ SyncBatchNorm
