@@ -1,5 +1,6 @@
 // Ops that ATen's device-generic code calls only for accelerators, and that therefore have no CPU kernel for the
-// generic path to run: the fused RNN cells (ATen's LSTM and GRU call them for every non-CPU device) and the
+// generic path to run: the fused RNN cells (ATen's LSTM and GRU call them for every non-CPU device; the RNN modules
+// in half precision run them in float32, as cuDNN's RNNs do) and the
 // per-channel statistics of SyncBatchNorm (torch.nn.SyncBatchNorm calls them for every non-CPU device). Each is
 // composed here of npu ops, so it runs asynchronously on the current stream like any op; the formulas and the
 // workspace layouts are those of CUDA's kernels, which their autograd formulas (derivatives.yaml) expect.
@@ -7,6 +8,10 @@
 // tests/test_accelerator_ops.py audits the dispatcher for other ops without a CPU kernel and lists why each needs none.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_native.h>
+#include <ATen/ops/rnn_relu_native.h>
+#include <ATen/ops/rnn_tanh_native.h>
 #include <torch/library.h>
 
 namespace softnpu {
@@ -107,6 +112,73 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> gru_cell_
   const at::Tensor grad_hidden_bias = has_bias ? grad_hidden_gates.sum(0) : at::Tensor();
   return {rounded(grad_input_gates, dtype), rounded(grad_hidden_gates, dtype), rounded(grad_hx, dtype),
           rounded(grad_input_bias, dtype), rounded(grad_hidden_bias, dtype)};
+}
+
+// ------------------------------------------------------------------------------------------------ RNNs in half precision
+
+// nn.LSTM, nn.GRU and nn.RNN in float16/bfloat16 run in float32 and round their outputs once, as cuDNN's RNNs (CUDA's
+// default) do: autograd then sums each parameter's per-step gradients in float32 and rounds the total once, where
+// ATen's composite in the operands' dtype summed them in half (bfloat16 weight_hh gradients up to 4x the CPU's
+// oneDNN kernel's error against float64). Registered for autograd on npu, so the casts are recorded like any op;
+// other dtypes take ATen's composite, as before.
+bool half(const at::Tensor& t) { return at::isReducedFloatingType(t.scalar_type()); }
+
+std::vector<at::Tensor> opmath(at::TensorList ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const at::Tensor& t : ts) out.push_back(opmath(t));
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm(const at::Tensor& input, at::TensorList hx, at::TensorList params,
+                                                    bool has_biases, int64_t num_layers, double dropout, bool train,
+                                                    bool bidirectional, bool batch_first) {
+  if (!half(input)) {
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  }
+  auto [out, hy, cy] = at::lstm(opmath(input), opmath(hx), opmath(params), has_biases, num_layers, dropout, train,
+                                bidirectional, batch_first);
+  const auto dtype = input.scalar_type();
+  return {out.to(dtype), hy.to(dtype), cy.to(dtype)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> packed_lstm(const at::Tensor& data, const at::Tensor& batch_sizes,
+                                                           at::TensorList hx, at::TensorList params, bool has_biases,
+                                                           int64_t num_layers, double dropout, bool train,
+                                                           bool bidirectional) {
+  if (!half(data)) {
+    return at::native::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional);
+  }
+  auto [out, hy, cy] = at::lstm(opmath(data), batch_sizes, opmath(hx), opmath(params), has_biases, num_layers, dropout,
+                                train, bidirectional);
+  const auto dtype = data.scalar_type();
+  return {out.to(dtype), hy.to(dtype), cy.to(dtype)};
+}
+
+// gru, rnn_tanh and rnn_relu share a signature: one for each, over ATen's composite and the op itself.
+using RnnFn = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, at::TensorList, bool,
+                                                     int64_t, double, bool, bool, bool);
+using PackedRnnFn = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                           at::TensorList, bool, int64_t, double, bool, bool);
+
+template <RnnFn composite, RnnFn op>
+std::tuple<at::Tensor, at::Tensor> rnn(const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
+                                       bool has_biases, int64_t num_layers, double dropout, bool train,
+                                       bool bidirectional, bool batch_first) {
+  if (!half(input)) return composite(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  auto [out, hy] = op(opmath(input), opmath(hx), opmath(params), has_biases, num_layers, dropout, train, bidirectional,
+                      batch_first);
+  return {out.to(input.scalar_type()), hy.to(input.scalar_type())};
+}
+
+template <PackedRnnFn composite, PackedRnnFn op>
+std::tuple<at::Tensor, at::Tensor> packed_rnn(const at::Tensor& data, const at::Tensor& batch_sizes,
+                                              const at::Tensor& hx, at::TensorList params, bool has_biases,
+                                              int64_t num_layers, double dropout, bool train, bool bidirectional) {
+  if (!half(data)) return composite(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train, bidirectional);
+  auto [out, hy] = op(opmath(data), batch_sizes, opmath(hx), opmath(params), has_biases, num_layers, dropout, train,
+                      bidirectional);
+  return {out.to(data.scalar_type()), hy.to(data.scalar_type())};
 }
 
 // ------------------------------------------------------------------------------------------------ SyncBatchNorm
@@ -222,6 +294,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("batch_norm_gather_stats_with_counts", sync_bn_gather_stats_with_counts);
   m.impl("batch_norm_backward_reduce", sync_bn_backward_reduce);
   m.impl("batch_norm_backward_elemt", sync_bn_backward_elemt);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("lstm.input", lstm);
+  m.impl("lstm.data", packed_lstm);
+  m.impl("gru.input", rnn<&at::native::gru, &at::gru>);
+  m.impl("gru.data", packed_rnn<&at::native::gru, &at::gru>);
+  m.impl("rnn_tanh.input", rnn<&at::native::rnn_tanh, &at::rnn_tanh>);
+  m.impl("rnn_tanh.data", packed_rnn<&at::native::rnn_tanh, &at::rnn_tanh>);
+  m.impl("rnn_relu.input", rnn<&at::native::rnn_relu, &at::rnn_relu>);
+  m.impl("rnn_relu.data", packed_rnn<&at::native::rnn_relu, &at::rnn_relu>);
 }
 
 }  // namespace softnpu
