@@ -52,9 +52,9 @@ def run_pytest(suite: str, device: str, root: Path, paths: list[str], keyword: s
         command += ["-k", selection]
     # No hub: the suites build their models from tiny configs, and nothing may wait on a network.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1", **DEVICE_ENV[suite][device]}
-    metadata = sources.torch_npu_metadata() if device == "npu" else None
-    if metadata:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(metadata), env.get("PYTHONPATH")]))
+    if suite == "diffusers" and device == "cpu":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sources.HERE), env.get("PYTHONPATH")]))
+        command += ["-p", "cpu_baseline"]
     result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     if not report.exists():  # pytest crashed or never started
         raise RuntimeError(f"{suite} on {device}: pytest ended ({result.returncode}) without a report:\n"

@@ -59,26 +59,6 @@ def tree(package: str) -> Path:
     return root
 
 
-def torch_npu_metadata() -> Path | None:
-    """A folder for the npu processes' PYTHONPATH holding a `torch_npu` distribution's metadata, or None when one is
-    installed. pip's torch_npu on Ascend brings it; softnpu ships the torch_npu package inside its own `softnpu`
-    distribution, and diffusers' is_torch_npu_available() asks for the distribution's version, so without it diffusers
-    skips every torch_npu path Ascend users run (npu_geglu, npu_rms_norm, its "_native_npu" attention backend)."""
-    try:
-        importlib.metadata.version("torch_npu")
-        return None
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    import torch_npu
-
-    folder = BUILD / "torch_npu-metadata"
-    info = folder / f"torch_npu-{torch_npu.__version__}.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {torch_npu.__version__}\n")
-    (info / "top_level.txt").write_text("torch_npu\n")
-    return folder
-
-
 def _download(package: str, version: str, root: Path) -> None:
     download = root / "download"
     shutil.rmtree(download, ignore_errors=True)
