@@ -127,15 +127,15 @@ def main(argv=None) -> int:
             print(f"{suite} on {device}: {counts['passed']} passed, {counts['failed']} failed, "
                   f"{counts['skipped']} skipped ({time.monotonic() - start:.0f} s)", flush=True)
         cpu, npu = results["cpu"], results["npu"]
-        explained = [c for c, o in npu.items() if o.status == "failed" and cpu.get(c, Outcome("failed")).status != "failed"
-                     and any(re.search(d["case"], c) for d in differences)]
-        for reason in sorted({d["reason"] for d in differences for c in explained if re.search(d["case"], c)}):
-            cases = [c for c in explained if any(re.search(d["case"], c) for d in differences
-                                                 if d["reason"] == reason)]
-            print(f"  expected on npu ({len(cases)}): {reason}")
-        skipped_on_npu = [c for c, o in npu.items() if o.status == "skipped" and cpu.get(c, Outcome("")).status == "passed"]
-        for case in skipped_on_npu:
-            print(f"  skipped on npu only: {case}: {npu[case].message[:200]}")
+        npu_only_failures = [c for c, o in npu.items() if o.status == "failed"
+                             and cpu.get(c, Outcome("failed")).status != "failed"]
+        for entry in differences:
+            cases = [c for c in npu_only_failures if re.search(entry["case"], c)]
+            if cases:
+                print(f"  expected on npu ({len(cases)}): {entry['reason']}")
+        for case, outcome in npu.items():
+            if outcome.status == "skipped" and cpu.get(case, Outcome("")).status == "passed":
+                print(f"  skipped on npu only: {case}: {outcome.message[:200]}")
         problems += compare(suite, cpu, npu, differences)
     for problem in problems:
         print("UNEXPECTED:", problem)
