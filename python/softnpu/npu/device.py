@@ -1,5 +1,6 @@
 """Devices: counting, selecting, properties, synchronization (torch.cuda's device functions, for npu)."""
 
+import atexit
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +38,29 @@ def _lazy_init() -> None:
         from .memory import _install_oom_snapshot
 
         _install_oom_snapshot()
+        atexit.register(_drain_autograd_device_threads)
+
+
+def _drain_autograd_device_threads() -> None:
+    """At exit, lets the autograd engine's npu threads drop the last backward's graph task before Python finalizes.
+
+    torch.autograd.backward stashes a Python object (its contextvars context) in the thread-local state each graph
+    task captures. The device thread that ran a backward's last npu node may still hold the task when the main thread
+    has returned and the interpreter finalizes; dropping it then takes the GIL from a thread Python no longer lets
+    in, which ends the process with "terminate called without an active exception" (exit status 134, about one run
+    in three after any backward on npu). A backward of one node on each device's thread, run through the engine
+    directly (no stashed object), completes only after that thread has let go of the previous task, and its own task
+    holds nothing of Python's.
+    """
+    if not is_initialized() or _is_in_bad_fork():
+        return
+    engine = torch.autograd.Variable._execution_engine
+    try:
+        for index in range(device_count()):
+            x = torch.zeros((), device=torch.device("npu", index), requires_grad=True)
+            engine.run_backward((x * 1,), (torch.ones_like(x),), False, False, (), True, True)
+    except RuntimeError:  # exiting: a device that cannot run this (stopped, failed) has no backward to drain either
+        pass
 
 
 def _device_index(device: Any, optional: bool = False) -> int:
