@@ -359,7 +359,8 @@ TEST(NpuSmi, BusIdsAreStablePerPhysicalDevice) {
   Result r = run({kNpuSmi, "info", "--json"}, {"SOFTNPU_DEVICE_COUNT=10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> ids;
-  for (const Json& d : JsonReader::parse(r.out).get("devices")->array) ids.push_back(d.get("bus_id")->string);
+  const Json parsed = JsonReader::parse(r.out);  // named: a range-for over a temporary's member would dangle
+  for (const Json& d : parsed.get("devices")->array) ids.push_back(d.get("bus_id")->string);
   EXPECT_EQ(ids, (std::vector<std::string>{"0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
                                            "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0",
                                            "0001:C1:00.0", "0001:C2:00.0"}));
