@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 import torch_npu
-from torch_npu import (get_npu_format, npu_format_cast, npu_fusion_attention, npu_rms_norm, npu_rotary_mul,
-                       npu_swiglu)
+from torch_npu import (get_npu_format, npu_format_cast, npu_fusion_attention, npu_geglu, npu_rms_norm,
+                       npu_rotary_mul, npu_swiglu)
 
 BIG = 2147483647
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=2e-3, rtol=2e-3),
@@ -154,8 +154,8 @@ def test_torch_npu_names():
 
     assert torch_npu.npu_fusion_attention is torch.ops.npu.npu_fusion_attention
     for name in ("npu_fusion_attention", "npu_fusion_attention_grad", "npu_rms_norm", "npu_rms_norm_backward",
-                 "npu_rotary_mul", "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward",
-                 "npu_format_cast", "get_npu_format", "empty_with_format", "get_storage_size"):
+                 "npu_rotary_mul", "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward", "npu_geglu",
+                 "npu_geglu_grad", "npu_format_cast", "get_npu_format", "empty_with_format", "get_storage_size"):
         assert hasattr(torch.ops.npu, name) and hasattr(torch_npu, name)
         # A Meta kernel, so tracing and torch.compile see the op.
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"npu::{name}", "Meta") or name in (
@@ -544,6 +544,53 @@ def test_swiglu_gradcheck_and_errors():
     with pytest.raises(RuntimeError, match="npu_swiglu: x's size along dim 0 must be even"):
         npu_swiglu(x, 0)
     assert npu_swiglu(torch.empty(2, 8, device="meta")).shape == (2, 4)
+
+
+# ------------------------------------------------------------------------------------------------ geglu
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dim, approximate, activate_left", [(-1, 1, False), (-1, 0, True), (1, 0, False)])
+def test_geglu(dim, approximate, activate_left, dtype):
+    # torch_npu's GeGluV2: the right half is activated unless activate_left (diffusers' GEGLU: hidden * gelu(gate)).
+    torch.manual_seed(12)
+    x = torch.randn(3, 6, 10).to(dtype)
+    (xr,) = leaves(x.double())
+    left, right = xr.chunk(2, dim)
+    act, other = (left, right) if activate_left else (right, left)
+    gelu = torch.nn.functional.gelu(act, approximate="tanh" if approximate else "none")
+    ref = gelu * other
+    dy = torch.randn(ref.shape).to(dtype)
+    ref.backward(dy.double())
+    (xn,) = leaves(x.npu())
+    out, out_gelu = npu_geglu(xn, dim, approximate, activate_left)
+    out.backward(dy.npu())
+    torch.testing.assert_close(out.cpu().double(), ref.detach(), **TOL[dtype])
+    torch.testing.assert_close(out_gelu.cpu().double(), gelu.detach(), **TOL[dtype])
+    torch.testing.assert_close(xn.grad.cpu().double(), xr.grad, **GRAD_TOL[dtype])
+    torch.testing.assert_close(out.detach().cpu(), npu_geglu(x, dim, approximate, activate_left)[0], atol=0, rtol=0)
+
+
+def test_geglu_gradcheck_errors_and_diffusers():
+    x = torch.randn(3, 4, dtype=torch.float64).npu().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: npu_geglu(x, -1, 0)[0], (x,))
+    x = torch.randn(4, 3, dtype=torch.float64).npu().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: npu_geglu(x, 0, 1, True)[0], (x,))
+    with pytest.raises(RuntimeError, match="npu_geglu: self's size along dim 0 must be even"):
+        npu_geglu(torch.randn(3, 4, device="npu"), 0)
+    with pytest.raises(RuntimeError, match="npu_geglu: approximate must be 0"):
+        npu_geglu(torch.randn(3, 4, device="npu"), -1, 2)
+    assert [t.shape for t in npu_geglu(torch.empty(2, 8, device="meta"))] == [(2, 4), (2, 4)]
+    # diffusers' GEGLU calls npu_geglu(x, dim=-1, approximate=1)[0] whenever torch_npu is importable: the tanh form
+    # of what it computes on the CPU.
+    from diffusers.models.activations import GEGLU
+
+    torch.manual_seed(0)
+    module = GEGLU(8, 16)
+    h = torch.randn(2, 5, 8)
+    hidden, gate = module.proj(h).chunk(2, dim=-1)
+    expected = hidden * torch.nn.functional.gelu(gate, approximate="tanh")
+    torch.testing.assert_close(module.npu()(h.npu()).cpu(), expected, atol=1e-5, rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------------ formats

@@ -33,6 +33,10 @@ TORCH_LIBRARY(npu, m) {
   m.def("npu_swiglu(Tensor self, int dim=-1) -> Tensor");
   m.def("npu_swiglu_backward(Tensor grad_output, Tensor self, int dim=-1) -> Tensor");
 
+  m.def("npu_geglu(Tensor self, int dim=-1, int approximate=1, bool activate_left=False) -> (Tensor, Tensor)");
+  m.def("npu_geglu_grad(Tensor grad_output, Tensor self, Tensor gelu, int dim=-1, int approximate=1, "
+        "bool activate_left=False) -> Tensor");
+
   m.def("npu_format_cast(Tensor self, int acl_format) -> Tensor");
   m.def("npu_format_cast_.acl_format(Tensor(a!) self, int acl_format) -> Tensor(a!)");
   m.def("get_npu_format(Tensor self) -> int");

@@ -1,6 +1,6 @@
 """torch_npu's fused ops: ``torch_npu.npu_fusion_attention``, ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``,
-``npu_format_cast`` (and ``npu_format_cast_``), ``get_npu_format``, ``empty_with_format``, ``get_storage_size``, with
-their backward ops; ``Format``, torch_npu's enumeration of tensor formats, which ``get_npu_format`` returns.
+``npu_geglu``, ``npu_format_cast`` (and ``npu_format_cast_``), ``get_npu_format``, ``empty_with_format``,
+``get_storage_size``, with their backward ops; ``Format``, torch_npu's enumeration of tensor formats, which ``get_npu_format`` returns.
 
 Each is the dispatcher op ``torch.ops.npu.<name>`` registered by softnpu's C++ (csrc/fused/, whose README describes
 the ops and their arguments): torch_npu's schema and defaults, a Meta kernel (tracing, torch.compile), an autograd
@@ -22,6 +22,8 @@ npu_rotary_mul = torch.ops.npu.npu_rotary_mul
 npu_rotary_mul_backward = torch.ops.npu.npu_rotary_mul_backward
 npu_swiglu = torch.ops.npu.npu_swiglu
 npu_swiglu_backward = torch.ops.npu.npu_swiglu_backward
+npu_geglu = torch.ops.npu.npu_geglu
+npu_geglu_grad = torch.ops.npu.npu_geglu_grad
 empty_with_format = torch.ops.npu.empty_with_format
 get_storage_size = torch.ops.npu.get_storage_size
 
@@ -73,7 +75,8 @@ def npu_format_cast_(tensor, acl_format):
 
 __all__ = [
     "npu_fusion_attention", "npu_fusion_attention_grad", "npu_rms_norm", "npu_rms_norm_backward", "npu_rotary_mul",
-    "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward", "npu_format_cast", "npu_format_cast_",
+    "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward", "npu_geglu", "npu_geglu_grad", "npu_format_cast",
+    "npu_format_cast_",
     "get_npu_format", "empty_with_format", "get_storage_size", "Format",
 ]
 
