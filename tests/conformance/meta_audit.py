@@ -62,6 +62,19 @@ def _to_meta(t):
     return t
 
 
+def _values(t):
+    """t's values as stored: conjugate and negative views resolved, NaNs made comparable."""
+    t = t.resolve_conj().resolve_neg()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.nan_to_num(nan=0.5) if t.is_floating_point() else t
+
+
+def _same_values(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_values(a), _values(b)) and (
+        not a.is_floating_point() or torch.equal(a.isnan(), b.isnan()))
+
+
 def _undeclared_candidates(func, args, kwargs) -> dict:
     """The tensor arguments the schema does not declare written, and not sharing memory with one that is, with a
     copy of their values."""
@@ -87,8 +100,7 @@ class _Audit(TorchDispatchMode):
         before = _undeclared_candidates(func, args, kwargs)
         out = func(*args, **kwargs)
         for arg, (t, copy) in before.items():
-            if not torch.equal(t, copy) and not (t.is_floating_point() and torch.equal(t.isnan(), copy.isnan())
-                                                 and torch.equal(t.nan_to_num(), copy.nan_to_num())):
+            if not _same_values(t, copy):
                 self.found.add(Mismatch(name, self.dtype, "write", -1, arg, ""))
         if (func.is_view or name.startswith(_SKIPPED_PREFIXES) or torch.Tag.nondeterministic_seeded in func.tags
                 or torch.Tag.inplace_view in func.tags):
