@@ -397,6 +397,7 @@ int run_kernel(void* arg) {
       WideOperands operands(k.stack, k, [dtypes](c10::ScalarType d) { return wider_dtype(dtypes, d); });
       run_op(k, outputs);
       operands.write_back();
+      if (k.sync) narrow_returns(k.stack, k);
     } else if (k.use_out_variant) {
       run_out_variant(k, outputs, views);
       for (size_t i = 0; i < outputs.size(); ++i)

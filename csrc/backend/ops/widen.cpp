@@ -106,6 +106,11 @@ const std::unordered_map<std::string_view, uint64_t>& widened_ops() {
       {"aten::sqrt", kComplex32},
       {"aten::rsqrt", kComplex32},
       {"aten::sigmoid", kComplex32},
+      {"aten::sigmoid_backward", kComplex32},
+      {"aten::tanh_backward", kComplex32},
+      {"aten::cumprod", kComplex32},
+      {"aten::flip", kComplex32},
+      {"aten::cumsum", kComplex32},
       {"aten::angle", kComplex32},
       {"aten::div", kComplex32},
       {"aten::pow", kComplex32},
@@ -192,10 +197,31 @@ c10::ScalarType wider_dtype(uint64_t mask, c10::ScalarType dtype) {
 }
 
 bool runs_widened(const KernelLaunch& k) {
-  if (k.sync) return false;
   for (const TensorRef& r : k.refs)
     if (r.kind == TensorRef::Kind::kDevice && in_mask(k.info->widened_dtypes, r.dtype)) return true;
   return false;
+}
+
+void narrow_returns(torch::jit::Stack& returns, const KernelLaunch& k) {
+  const uint64_t mask = k.info->widened_dtypes;
+  c10::ScalarType narrow = c10::ScalarType::Undefined;
+  for (const TensorRef& r : k.refs) {
+    if (r.kind == TensorRef::Kind::kDevice && in_mask(mask, r.dtype)) {
+      narrow = r.dtype;
+      break;
+    }
+  }
+  const c10::ScalarType wide = wider_dtype(mask, narrow);
+  auto back = [&](const at::Tensor& t) { return t.defined() && t.scalar_type() == wide ? t.to(narrow) : t; };
+  for (c10::IValue& v : returns) {
+    if (v.isTensor()) {
+      v = back(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& t : v.toTensorList()) list.push_back(back(t));
+      v = std::move(list);
+    }
+  }
 }
 
 }  // namespace softnpu

@@ -52,8 +52,11 @@ inline bool in_mask(uint64_t mask, c10::ScalarType dtype) {
 // integers in float64; Undefined for the dtypes an op keeps.
 c10::ScalarType wider_dtype(uint64_t mask, c10::ScalarType dtype);
 
-// Whether this launch widens: a device tensor is in one of its op's widened dtypes (never a synchronizing launch,
-// whose returns go to the host in their own dtype).
+// Whether this launch widens: a device tensor is in one of its op's widened dtypes.
 bool runs_widened(const KernelLaunch& k);
+
+// A synchronizing launch (an op without a Meta kernel, as the margin losses' backwards) has no outputs shaped in
+// advance to round into: its returns in the wide dtype are brought back to the dtype that was widened.
+void narrow_returns(torch::jit::Stack& returns, const KernelLaunch& k);
 
 }  // namespace softnpu
