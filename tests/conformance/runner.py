@@ -31,8 +31,8 @@ on the CPU, its tolerances):
 Half precision (float16, bfloat16, complex32): a result that differs from the CPU's beyond the tolerance is
 judged against the float64 truth, the same case run on the CPU with every floating input and module parameter in
 float64 (complex128): it passes if npu's error against the truth is no larger than the CPU half kernel's (TRUTH_FACTOR,
-TRUTH_SLACK_EPS), so npu differs from the CPU's half kernel only where it is the more accurate of the two; the report
-counts the cases so accepted. A module the CPU cannot run in a half dtype (NotImplementedError) where npu computes
+TRUTH_SLACK_EPS), on each result or on the largest over the case's results (_Truth.settle), so npu differs from the CPU's
+half kernel only where it is the more accurate of the two; the report counts the cases so accepted. A module the CPU cannot run in a half dtype (NotImplementedError) where npu computes
 it, as CUDA does, is compared with the CPU's result in float32, rounded to the dtype, and judged likewise; so is an op
 case in a dtype only CUDA lists that the CPU has no kernel for (REFERENCE_DTYPE_NAMES: bool in uint8, integers in
 float64, compared exactly), where npu must compute what CUDA computes. The report counts these cases apart ("added by
@@ -386,6 +386,27 @@ class _Truth:
         self.eps = torch.finfo(dtype).eps
         self.compute = compute
         self.result = None
+        # Every result judged against the truth in this case: (npu's error, the CPU's error, the mismatch it had).
+        self.judged = []
+
+    def settle(self):
+        """The case's verdict, over every result judged against the truth: npu's largest error must be within
+        TRUTH_FACTOR and TRUTH_SLACK_EPS of the CPU's largest. One verdict per case, not one per tensor: a module's
+        backward compares some 20 gradients of a few elements each (d_model 4), whose errors are a few units in the
+        last place on both sides, and requiring npu to be as close on every one of them failed equally accurate results
+        by chance (91 Transformer cases, 2 %, where npu and the CPU differ only in LayerNorm, npu's the more accurate
+        alone). A kernel that loses precision is further on its worst result too: fused RNN cells that rounded each
+        step to the half dtype failed 20 of their 200 cases so (53 judged tensor by tensor; 2 on the mean)."""
+        failing = [m for e_npu, e_cpu, m in self.judged if e_npu > TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * self.eps]
+        if not failing:
+            return
+        worst_npu = max(e for e, _, _ in self.judged)
+        worst_cpu = max(e for _, e, _ in self.judged)
+        if worst_npu > TRUTH_FACTOR * worst_cpu + TRUTH_SLACK_EPS * self.eps:
+            raise Mismatch(f"{failing[0]} (largest over the case's {len(self.judged)} results: {worst_npu:.3g} on npu, "
+                           f"{worst_cpu:.3g} on the CPU)")
+        ACCEPTED.append(f"{len(failing)} of {len(self.judged)} results each further from float64 than the CPU's; "
+                        f"the largest error {worst_npu:.3g} on npu, {worst_cpu:.3g} on the CPU")
 
     def at(self, trail):
         """The truth's tensor at trail (the keys from the result's root), or None (it raised, or has none there)."""
@@ -417,8 +438,8 @@ def _truth_error(x, truth, scale):
 
 
 def _judge_by_truth(got, expected, truth, trail, path, mismatch):
-    """Passes (recording it in ACCEPTED) if npu's result `got` is at least as close to the float64 truth as the CPU
-    half kernel's `expected`; else raises Mismatch."""
+    """Records how close npu's result `got` and the CPU half kernel's `expected` are to the float64 truth, for the
+    case's verdict (_Truth.settle); raises Mismatch at once where npu is not finite and the CPU is."""
     ref = truth.at(trail)
     if ref is None or ref.shape != expected.shape:
         raise Mismatch(f"{mismatch} (and no float64 truth to judge by)")
@@ -429,9 +450,16 @@ def _judge_by_truth(got, expected, truth, trail, path, mismatch):
     verdict = f"against float64, error {e_npu:.3g} on npu, {e_cpu:.3g} on the CPU"
     if (wrong_npu & ~wrong_cpu).any():
         raise Mismatch(f"{mismatch}; {int((wrong_npu & ~wrong_cpu).sum())} elements not finite on npu only")
-    if e_npu > TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * truth.eps:
-        raise Mismatch(f"{mismatch}; {verdict}")
-    ACCEPTED.append(f"{path} {verdict}")
+    truth.judged.append((e_npu, e_cpu, f"{mismatch}; {verdict}"))
+    if e_npu <= TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * truth.eps:
+        ACCEPTED.append(f"{path} {verdict}")
+
+
+def _compare_case(actual, expected, tol, truth=None, **kwargs):
+    """_compare over a case's whole result, then the case's verdict against the float64 truth (_Truth.settle)."""
+    _compare(actual, expected, tol, truth=truth, **kwargs)
+    if truth is not None:
+        truth.settle()
 
 
 def _compare(actual, expected, tol, path="output", values=True, npu_outputs=True, truth=None, trail=()):
@@ -964,7 +992,7 @@ class Worker:
         actual = self.npu_run(s, lambda x: call(x, inplace))
         if not inplace:
             expected = _float32_stats(op.name, dtype, expected)
-        _compare(actual, expected, tol, values=mode == "values", npu_outputs=_expects_npu_outputs(s),
+        _compare_case(actual, expected, tol, values=mode == "values", npu_outputs=_expects_npu_outputs(s),
                  truth=self.truth(dtype, s, call))
 
     @staticmethod
@@ -1038,7 +1066,7 @@ class Worker:
                 _compare(second, _as_host(first), lambda _: (0.0, 0.0), path=f"{what} second npu run vs first")
             else:
                 actual = self.npu_run(s, lambda x: call(x, "npu", resized))
-                _compare(actual, expected, tol, path=what, values=mode == "values",
+                _compare_case(actual, expected, tol, path=what, values=mode == "values",
                          truth=self.truth(dtype, s, lambda x: call(x, "cpu", resized, _wide_dtype)))
 
     # -- gradients
@@ -1098,7 +1126,7 @@ class Worker:
             wide = _wide_sample(cpu, memo)
             return self.grads(op, wide, [_widen(t, memo) for t in cpu_inputs], False, like)
 
-        _compare(actual, expected, tol, path="grads", values=mode == "values",
+        _compare_case(actual, expected, tol, path="grads", values=mode == "values",
                  truth=_Truth(dtype, truth) if str(dtype).removeprefix("torch.") in TRUTH_DTYPE_NAMES else None)
 
     # -- error inputs
@@ -1211,7 +1239,7 @@ class Worker:
             expected = _cpu_reference(dtype, lambda: run(info, mi, dtype, training, "cpu", cpu_state,
                                                          wide=torch.float32))
         truth = _Truth(dtype, lambda: run(info, mi, dtype, training, "cpu", cpu_state, wide=torch.float64))
-        _compare(actual, expected, tol, path=kind, truth=truth)
+        _compare_case(actual, expected, tol, path=kind, truth=truth)
 
 
 def _as_host(v):
