@@ -22,8 +22,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 MSPROBE = "mindstudio-probe==26.2.0"
-# What msprobe's dump and compare import beyond the venv (tensorboard: its monitor module, imported by msprobe.pytorch).
-MSPROBE_NEEDS = ["pandas==3.1.1", "openpyxl==3.1.5", "pytz==2026.6", "einops==0.8.2", "tensorboard==2.21.0"]
+# What msprobe's dump and compare import beyond the venv (tensorboard: its monitor module, imported by msprobe.pytorch;
+# absl-py: tensorboard's summary writer, which torch.utils.tensorboard imports).
+MSPROBE_NEEDS = ["pandas==3.1.1", "openpyxl==3.1.5", "pytz==2026.6", "einops==0.8.2", "tensorboard==2.21.0",
+                 "absl-py==2.5.1"]
 
 
 def small_model(device):
@@ -141,7 +143,7 @@ def pip_install(*requirements):
 
 @pytest.fixture(scope="module")
 def msprobe():
-    if importlib.util.find_spec("msprobe") is None or importlib.util.find_spec("tensorboard") is None:
+    if any(importlib.util.find_spec(m) is None for m in ("msprobe", "tensorboard", "absl")):
         try:
             pip_install(MSPROBE, *MSPROBE_NEEDS)
         except subprocess.CalledProcessError:
