@@ -192,6 +192,22 @@ unsigned float32_dtypes(const std::string& name) {
 
 bool float32_contract(unsigned float32_dtypes) { return float32_dtypes & kFloat32Contract; }
 
+bool is_float32_contract_parameter(const std::string& argument) {
+  return argument == "weight" || argument == "bias" || argument == "running_mean" || argument == "running_var";
+}
+
+const std::vector<int>* float32_contract_operands(const KernelLaunch& k) {
+  // An out= overload's statistics are the caller's tensors, in the input dtype: every operand widens. Without a
+  // weight, the CPU kernels decide the mixed-precision path each by other arguments (layer_norm's backward by the
+  // weight alone): every operand widens too.
+  if (!k.info->out_args.empty() || k.info->contract_weight < 0) return nullptr;
+  for (const TensorSlot& slot : k.argument_slots) {
+    if (static_cast<int>(slot.position) == k.info->contract_weight)
+      return k.refs[slot.first].kind == TensorRef::Kind::kDevice ? &k.info->contract_args : nullptr;
+  }
+  return nullptr;
+}
+
 CubeGemm cube_gemm(const c10::FunctionSchema& schema) {
   if (!schema.overload_name().empty()) return CubeGemm::kNone;
   const std::string& name = schema.name();

@@ -388,7 +388,8 @@ int run_kernel(void* arg) {
     if (float32) {
       if (!run_half_gemm(k.stack, k, outputs)) {
         const unsigned dtypes = k.info->float32_dtypes;
-        WideOperands operands(k.stack, k, [dtypes](c10::ScalarType d) { return float32_operand(dtypes, d); });
+        WideOperands operands(k.stack, k, [dtypes](c10::ScalarType d) { return float32_operand(dtypes, d); },
+                              float32_contract_operands(k));
         run_op(k, outputs);
         operands.write_back();
       }

@@ -160,6 +160,12 @@ OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std:
   // Settles the cube's policy (and reads SOFTNPU_HALF_COMPUTE, raising its error) here on the host, before any
   // compute thread asks for it.
   float32_dtypes = softnpu::float32_dtypes(schema.name());
+  if (float32_contract(float32_dtypes)) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (is_float32_contract_parameter(args[i].name())) contract_args.push_back(static_cast<int>(i));
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].name() == "weight") contract_weight = static_cast<int>(i);
+  }
   if (float32_dtypes) cube_compute(c10::kHalf);
   widened_dtypes = softnpu::widened_dtypes(schema.name());
   cube_gemm = softnpu::cube_gemm(schema);

@@ -45,6 +45,10 @@ struct OpInfo {
   // family, and a few ops whose half-precision CPU kernels are slow.
   unsigned float32_dtypes = 0;
   CubeGemm cube_gemm = CubeGemm::kNone;  // a GEMM the cube runs itself in float16 (ops/cube.h)
+  // For the ops of the float32 contract: the parameter arguments (weight, bias, running statistics), which alone
+  // widen when the weight is given (ops/cube.h, float32_contract_operands), and the weight's position.
+  std::vector<int> contract_args;
+  int contract_weight = -1;
   // The dtypes its CPU kernel lacks where CUDA's has them: computed wider (ops/widen.h), as a mask of 1 << ScalarType.
   uint64_t widened_dtypes = 0;
   std::vector<int> dtype_args;  // ScalarType arguments (norm's dtype=, ...): the float32 route widens them too

@@ -145,7 +145,7 @@ at::Tensor scratch_tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides, int6
 }
 
 WideOperands::WideOperands(torch::jit::Stack& stack, const KernelLaunch& k,
-                           c10::function_ref<c10::ScalarType(c10::ScalarType)> target) {
+                           c10::function_ref<c10::ScalarType(c10::ScalarType)> target, const std::vector<int>* only) {
   scratch().reset();
   auto widen = [&](const at::Tensor& t) { return t.defined() ? wide_copy(t, target(t.scalar_type())) : t; };
   const auto& written_args = k.info->written_args;
@@ -156,6 +156,7 @@ WideOperands::WideOperands(torch::jit::Stack& stack, const KernelLaunch& k,
     if (wide != c10::ScalarType::Undefined) v = c10::IValue(wide);
   }
   for (const TensorSlot& slot : k.argument_slots) {
+    if (only && std::find(only->begin(), only->end(), static_cast<int>(slot.position)) == only->end()) continue;
     c10::IValue& v = stack[slot.position];
     const bool written =
         std::find(written_args.begin(), written_args.end(), static_cast<int>(slot.position)) != written_args.end();

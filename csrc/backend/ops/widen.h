@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace softnpu {
 
@@ -29,11 +30,12 @@ at::Tensor scratch_tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides, int6
 // Replaces the tensor arguments whose dtype `target` maps to another (and ScalarType arguments, as norm's dtype=)
 // with copies in that dtype in scratch memory; write_back() copies the written ones back into the device tensors.
 // The op's fresh results come out in the wide dtype, and the caller's copy into its outputs rounds them once.
-// `target` returns Undefined for a dtype that stays.
+// `target` returns Undefined for a dtype that stays; `only`, when given, lists the argument positions that may widen
+// (the others stay as they are).
 class WideOperands {
  public:
   WideOperands(torch::jit::Stack& stack, const KernelLaunch& k,
-               c10::function_ref<c10::ScalarType(c10::ScalarType)> target);
+               c10::function_ref<c10::ScalarType(c10::ScalarType)> target, const std::vector<int>* only = nullptr);
   void write_back();
 
  private:
