@@ -14,6 +14,16 @@
 
 #include "backend/error_code.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_format_cast(Tensor self, int acl_format) -> Tensor");
+  m.def("npu_format_cast_.acl_format(Tensor(a!) self, int acl_format) -> Tensor(a!)");
+  m.def("get_npu_format(Tensor self) -> int");
+  m.def("empty_with_format(int[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, "
+        "bool? pin_memory=None, int acl_format=2) -> Tensor");
+  m.def("get_storage_size(Tensor self) -> int");
+}
+
 namespace softnpu::fused {
 
 namespace {

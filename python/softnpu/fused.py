@@ -1,11 +1,13 @@
-"""torch_npu's fused ops: ``torch_npu.npu_fusion_attention``, ``npu_rms_norm``, ``npu_rotary_mul``, ``npu_swiglu``,
-``npu_geglu``, ``npu_format_cast`` (and ``npu_format_cast_``), ``get_npu_format``, ``empty_with_format``,
-``get_storage_size``, with their backward ops; ``Format``, torch_npu's enumeration of tensor formats, which ``get_npu_format`` returns.
+"""torch_npu's fused ops: every public op of the ``npu`` op namespace (``torch_npu.npu_fusion_attention``,
+``npu_rms_norm``, ``npu_grouped_matmul``, ...), with their backward ops; ``Format``, torch_npu's enumeration of tensor
+formats, which ``get_npu_format`` returns.
 
-Each is the dispatcher op ``torch.ops.npu.<name>`` registered by softnpu's C++ (csrc/fused/, whose README describes
-the ops and their arguments): torch_npu's schema and defaults, a Meta kernel (tracing, torch.compile), an autograd
-formula, and on npu tensors a kernel on the current stream like any op. The names here are the op packets
-themselves, so they take torch_npu's positional and keyword arguments.
+Each is the dispatcher op ``torch.ops.npu.<name>`` registered by softnpu's C++ (csrc/fused/, one folder per family,
+whose READMEs describe the ops and their arguments): torch_npu's schema and defaults, a Meta kernel (tracing,
+torch.compile), an autograd formula, and on npu tensors a kernel on the current stream like any op. The names here
+are the op packets themselves, so they take torch_npu's positional and keyword arguments. They are read from the
+dispatcher, not listed: an op registered in C++ is exported here (names starting with ``_`` are softnpu's internal
+kernels and are not).
 """
 
 from enum import IntEnum
@@ -14,18 +16,19 @@ import torch
 
 from . import _C  # noqa: F401  (registers the npu op namespace)
 
-npu_fusion_attention = torch.ops.npu.npu_fusion_attention
-npu_fusion_attention_grad = torch.ops.npu.npu_fusion_attention_grad
-npu_rms_norm = torch.ops.npu.npu_rms_norm
-npu_rms_norm_backward = torch.ops.npu.npu_rms_norm_backward
-npu_rotary_mul = torch.ops.npu.npu_rotary_mul
-npu_rotary_mul_backward = torch.ops.npu.npu_rotary_mul_backward
-npu_swiglu = torch.ops.npu.npu_swiglu
-npu_swiglu_backward = torch.ops.npu.npu_swiglu_backward
-npu_geglu = torch.ops.npu.npu_geglu
-npu_geglu_grad = torch.ops.npu.npu_geglu_grad
-empty_with_format = torch.ops.npu.empty_with_format
-get_storage_size = torch.ops.npu.get_storage_size
+
+def _registered_ops():
+    """The public op names of the npu namespace, as registered by the C++ library."""
+    names = set()
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, name = qualified.partition("::")
+        if namespace == "npu" and not name.startswith("_"):
+            names.add(name.split(".")[0])
+    return sorted(names)
+
+
+_OPS = _registered_ops()
+globals().update({name: getattr(torch.ops.npu, name) for name in _OPS})
 
 
 class Format(IntEnum):
@@ -73,12 +76,7 @@ def npu_format_cast_(tensor, acl_format):
     return torch.ops.npu.npu_format_cast_.acl_format(tensor, acl_format)
 
 
-__all__ = [
-    "npu_fusion_attention", "npu_fusion_attention_grad", "npu_rms_norm", "npu_rms_norm_backward", "npu_rotary_mul",
-    "npu_rotary_mul_backward", "npu_swiglu", "npu_swiglu_backward", "npu_geglu", "npu_geglu_grad", "npu_format_cast",
-    "npu_format_cast_",
-    "get_npu_format", "empty_with_format", "get_storage_size", "Format",
-]
+__all__ = [*_OPS, "Format"]
 
 # As on torch_npu, the format casts are also tensor methods (x.npu_format_cast(29)).
 torch.Tensor.npu_format_cast = npu_format_cast

@@ -10,6 +10,13 @@
 
 #include "fused/common.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_geglu(Tensor self, int dim=-1, int approximate=1, bool activate_left=False) -> (Tensor, Tensor)");
+  m.def("npu_geglu_grad(Tensor grad_output, Tensor self, Tensor gelu, int dim=-1, int approximate=1, "
+        "bool activate_left=False) -> Tensor");
+}
+
 namespace softnpu::fused {
 
 namespace {

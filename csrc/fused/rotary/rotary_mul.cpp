@@ -9,6 +9,13 @@
 
 #include "fused/common.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') -> Tensor");
+  m.def("npu_rotary_mul_backward(Tensor grad, Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') "
+        "-> (Tensor, Tensor, Tensor)");
+}
+
 namespace softnpu::fused {
 
 namespace {

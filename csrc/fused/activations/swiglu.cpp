@@ -8,6 +8,12 @@
 
 #include "fused/common.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_swiglu(Tensor self, int dim=-1) -> Tensor");
+  m.def("npu_swiglu_backward(Tensor grad_output, Tensor self, int dim=-1) -> Tensor");
+}
+
 namespace softnpu::fused {
 
 namespace {

@@ -23,6 +23,28 @@
 #include "backend/generator.h"
 #include "fused/common.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
+        "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., "
+        "int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, "
+        "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
+        "bool sync=False) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)");
+  // The kernel of npu_fusion_attention: tensors only, so it launches on the stream like any op (an op returning
+  // ints would have to wait for the device). npu_fusion_attention draws the dropout seed and offset on the host.
+  m.def("_npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
+        "Tensor? pse, Tensor? padding_mask, Tensor? atten_mask, float scale, float keep_prob, int pre_tockens, "
+        "int next_tockens, int inner_precise, int[]? prefix, int[]? actual_seq_qlen, int[]? actual_seq_kvlen, "
+        "int sparse_mode, int seed, int offset) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
+        "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
+        "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, Tensor? attention_in=None, "
+        "float scale_value=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, "
+        "int inner_precise=0, int seed=0, int offset=0, int numels=0, int[]? prefix=None, "
+        "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
+        "bool sync=False) -> (Tensor, Tensor, Tensor, Tensor)");
+}
+
 namespace softnpu::fused {
 
 namespace {

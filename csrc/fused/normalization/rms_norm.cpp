@@ -7,6 +7,12 @@
 
 #include "fused/common.h"
 
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)");
+  m.def("npu_rms_norm_backward(Tensor dy, Tensor self, Tensor gamma, Tensor rstd) -> (Tensor, Tensor)");
+}
+
 namespace softnpu::fused {
 
 namespace {
