@@ -34,6 +34,24 @@ void* map_pages(size_t bytes, int prot) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// Device memory in a memfd of its own, mapped shared, so snpuIpcOpenMemHandle in another process maps the same pages.
+// Where the host has no memfd (or the process is out of descriptors) the memory is private: everything works but
+// exporting it. *fd is -1 then.
+void* map_shareable_pages(size_t bytes, int prot, uint64_t serial, int* fd) {
+  const std::string name = "softnpu-" + std::to_string(serial);
+  *fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (*fd < 0) return map_pages(bytes, prot);
+  void* p = MAP_FAILED;
+  if (ftruncate(*fd, static_cast<off_t>(bytes)) == 0)
+    p = mmap(nullptr, bytes, prot, MAP_SHARED | MAP_POPULATE, *fd, 0);
+  if (p == MAP_FAILED) {
+    close(*fd);
+    *fd = -1;
+    return nullptr;
+  }
+  return p;
+}
+
 snpuError_t out_of_memory(const Device* device, size_t size, uint64_t used) {
   return fail(snpuErrorMemoryAllocation, "out of memory on device " + std::to_string(device->index) +
                                              ": tried to allocate " + mib(size) + "; capacity " +
@@ -45,7 +63,7 @@ snpuError_t out_of_memory(const Device* device, size_t size, uint64_t used) {
 void Memory::release_all() {
   std::unique_lock lock(mutex_);
   for (auto& [base, a] : allocations_) {
-    if (a.device) {
+    if (a.device && !a.imported) {
       a.device->memory_used.fetch_sub(a.mapped, std::memory_order_relaxed);
       if (stats::DeviceCounters* c = a.device->counters_if_used())
         stats::add_memory(c, -static_cast<int64_t>(a.mapped));
@@ -198,7 +216,9 @@ snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
     protect_lock = std::unique_lock(protect_mutex_);
     if (device_code_running_ == 0) prot = PROT_NONE;
   }
-  void* p = map_pages(mapped, prot);
+  const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  int fd;
+  void* p = map_shareable_pages(mapped, prot, serial, &fd);
   if (!p) {
     int err = errno;
     device->memory_used.fetch_sub(mapped, std::memory_order_relaxed);
@@ -209,7 +229,7 @@ snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
   {
     std::unique_lock lock(mutex_);
     allocations_[static_cast<char*>(p)] =
-        Allocation{static_cast<char*>(p), size, mapped, snpuMemoryTypeDevice, device};
+        Allocation{static_cast<char*>(p), size, mapped, snpuMemoryTypeDevice, device, nullptr, fd, serial};
   }
   stats::add_memory(device->counters(), static_cast<int64_t>(mapped));
   *out = p;
@@ -263,6 +283,12 @@ snpuError_t Memory::free(void* ptr, snpuMemoryType type) {
         std::snprintf(text, sizeof(text), "%p is not %s memory allocated by the runtime (or was freed already)", ptr,
                       what);
       }
+      return fail(snpuErrorInvalidPointer, text);
+    }
+    if (it->second.imported) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "%p was opened by snpuIpcOpenMemHandle: unmap it with snpuIpcCloseMemHandle",
+                    ptr);
       return fail(snpuErrorInvalidPointer, text);
     }
     a = it->second;
@@ -326,6 +352,44 @@ void Memory::protect_all(int prot) {
 void Memory::unmap(const Allocation& a) {
   if (munmap(a.base, a.pages ? a.size : a.mapped) != 0)
     SNPU_LOG(log::kError, "munmap of %p failed: %s", static_cast<void*>(a.base), std::strerror(errno));
+  if (a.fd >= 0) close(a.fd);
+}
+
+snpuError_t Memory::map_imported(Device* device, int fd, size_t size, void** out) {
+  std::unique_lock<std::mutex> protect_lock;
+  int prot = PROT_READ | PROT_WRITE;
+  if (protect_) {
+    protect_lock = std::unique_lock(protect_mutex_);
+    if (device_code_running_ == 0) prot = PROT_NONE;
+  }
+  void* p = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return fail(snpuErrorMemoryAllocation, "snpuIpcOpenMemHandle: cannot map " + mib(size) + " (" +
+                                               std::strerror(errno) + ")");
+  std::unique_lock lock(mutex_);
+  Allocation a{static_cast<char*>(p), size, size, snpuMemoryTypeDevice, device};
+  a.imported = true;
+  allocations_[a.base] = a;
+  *out = p;
+  return snpuSuccess;
+}
+
+snpuError_t Memory::unmap_imported(void* ptr) {
+  Allocation a;
+  {
+    std::unique_lock lock(mutex_);
+    auto it = allocations_.find(static_cast<const char*>(ptr));
+    if (it == allocations_.end() || !it->second.imported) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "snpuIpcCloseMemHandle: %p is not memory opened by snpuIpcOpenMemHandle",
+                    ptr);
+      return fail(snpuErrorInvalidPointer, text);
+    }
+    a = it->second;
+    allocations_.erase(it);
+  }
+  unmap(a);
+  return snpuSuccess;
 }
 
 }  // namespace softnpu::rt

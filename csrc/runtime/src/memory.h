@@ -1,10 +1,12 @@
 // Device and pinned host memory. Device memory is host memory mapped per allocation and accounted against the
-// device's capacity, or a reservation (an address range mapped PROT_NONE without memory) into which pages of
+// device's capacity (shared memory: a memfd per allocation, so another process can map it, see ipc.cpp), or a reservation (an address range mapped PROT_NONE without memory) into which pages of
 // kMapGranularity are committed and decommitted; a registry ordered by address answers which allocation or reservation
 // any pointer (interior ones included) belongs to. With SOFTNPU_PROTECT_MEMORY=1 device memory is inaccessible (PROT_NONE) except while device code runs.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -26,6 +28,9 @@ struct Allocation {
   snpuMemoryType type = snpuMemoryTypeUnregistered;
   Device* device = nullptr;  // owner of device memory
   std::vector<bool>* pages = nullptr;  // a reservation's mapped granules (owned by Memory); null for allocations
+  int fd = -1;           // the memfd device memory lives in (-1: private memory, not exportable)
+  uint64_t serial = 0;   // names the memfd ("softnpu-<serial>"), so an importer can tell a reused fd number
+  bool imported = false; // another process's allocation, opened by snpuIpcOpenMemHandle: not accounted here
 };
 
 class Memory {
@@ -45,6 +50,11 @@ class Memory {
   snpuError_t map(void* ptr, size_t size);
   snpuError_t unmap_range(void* ptr, size_t size);
   snpuError_t release(void* ptr);
+
+  // Another process's allocation (its memfd, opened by the caller) mapped here as device memory of `device`, and
+  // unmapping it again (the caller waits for the device's work first).
+  snpuError_t map_imported(Device* device, int fd, size_t size, void** out);
+  snpuError_t unmap_imported(void* ptr);
 
   // Unmaps everything still allocated, returning it to the devices' accounting (snpuShutdown).
   void release_all();
@@ -76,6 +86,7 @@ class Memory {
 
   mutable std::shared_mutex mutex_;
   std::map<const char*, Allocation> allocations_;  // by base address
+  std::atomic<uint64_t> next_serial_{1};
 };
 
 }  // namespace softnpu::rt

@@ -209,6 +209,30 @@ typedef struct snpuPointerAttributes {
 /* SYNC. Attributes of any pointer, including interior pointers of an allocation. */
 SNPU_API snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const void* ptr);
 
+/* Interprocess memory, as CUDA's cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle. Device memory
+ * from snpuMalloc lives in shared memory (a memfd per allocation), so another process of the same user can map it:
+ * the handle names the whole allocation holding a pointer (callers send the pointer's offset in it alongside), and
+ * the opener sees the same bytes at its own address. A handle stays valid while the exporter holds the allocation;
+ * a mapping outlives the exporter's free of it (the memory goes when the last process unmaps it), but what the
+ * exporter does with the allocation meanwhile (reusing it) is the exporter's affair, as with CUDA. Memory of
+ * snpuMemAddressReserve is not exportable (as cuMemMap'ped memory is not by cudaIpcGetMemHandle). */
+#define SNPU_IPC_HANDLE_SIZE 64
+typedef struct snpuIpcMemHandle {
+  char reserved[SNPU_IPC_HANDLE_SIZE];
+} snpuIpcMemHandle_t;
+/* SYNC. A handle for the snpuMalloc allocation containing ptr (interior pointers included). snpuErrorInvalidPointer
+ * for a pointer that is not such device memory, or that was itself opened from another process. */
+SNPU_API snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr);
+/* SYNC. Maps another process's allocation: *ptr is its start here, device memory of the device with the exporter's
+ * index (not accounted against its capacity: the exporter's). snpuErrorInvalidValue for a malformed handle or one
+ * exported by this very process (CUDA's rule too), snpuErrorInvalidHandle if the allocation no longer exists
+ * (freed, or its process ended), snpuErrorInvalidDevice if this process has no device of that index. Each open maps
+ * anew; flags is 0 (snpuIpcMemLazyEnablePeerAccess, CUDA's only flag, is accepted and means nothing here). */
+#define snpuIpcMemLazyEnablePeerAccess 1
+SNPU_API snpuError_t snpuIpcOpenMemHandle(void** ptr, snpuIpcMemHandle_t handle, unsigned int flags);
+/* SYNC. Unmaps memory opened by snpuIpcOpenMemHandle, after all work on its device (as snpuFree). */
+SNPU_API snpuError_t snpuIpcCloseMemHandle(void* ptr);
+
 typedef enum snpuMemcpyKind {
   snpuMemcpyHostToHost = 0,
   snpuMemcpyHostToDevice = 1,
