@@ -32,8 +32,10 @@ Half precision (float16, bfloat16, complex32): a result that differs from the CP
 judged against the float64 truth, the same case run on the CPU with every floating input and module parameter in
 float64 (complex128): it passes if npu's error against the truth is no larger than the CPU half kernel's (TRUTH_FACTOR,
 TRUTH_SLACK_EPS), on each result or on the largest over the case's results (_Truth.settle), so npu differs from the CPU's
-half kernel only where it is the more accurate of the two; the report counts the cases so accepted. A module the CPU cannot run in a half dtype (NotImplementedError) where npu computes
-it, as CUDA does, is compared with the CPU's result in float32, rounded to the dtype, and judged likewise; so is an op
+half kernel only where it is the more accurate of the two, or, failing that, if its error is within what computing the
+case in the dtype entails: the largest error of the float64 truth run with every op's result rounded as the dtype
+rounds, over ROUNDING_DRAWS random draws (a Monte Carlo test at the 5 % level). The report counts the cases so
+accepted. A module the CPU cannot run in a half dtype (NotImplementedError) where npu computes it, as CUDA does, is compared with the CPU's result in float32, rounded to the dtype, and judged likewise; so is an op
 case in a dtype only CUDA lists that the CPU has no kernel for (REFERENCE_DTYPE_NAMES: bool in uint8, integers in
 float64, compared exactly), where npu must compute what CUDA computes. The report counts these cases apart ("added by
 dtypesIfCUDA"). For half
@@ -59,6 +61,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fnmatch
+import functools
 import json
 import math
 import os
@@ -102,6 +105,19 @@ REFERENCE_DTYPE_NAMES = {"float16": "float32", "bfloat16": "float32", "complex32
 # float32) is off by several units in the last place (the fused RNN cells: 2-4 times the CPU's error), beyond both.
 TRUTH_FACTOR = 1.1
 TRUTH_SLACK_EPS = 1.0
+# A module case that fails those bounds is judged once more, against the error that computing it in the dtype
+# entails: the float64 truth recomputed under floating point's standard model, every arithmetic op's result multiplied
+# by 1 + d with d drawn uniformly within the dtype's unit roundoff (eps / 2; _rounding_model), ROUNDING_DRAWS times.
+# npu passes if its largest error is within the largest of those: a Monte Carlo test at the 5 % level (a result drawn
+# from the model exceeds the largest of 19 other draws with probability 1/20), run only on cases that failed the bounds
+# above. Such a result is as close to float64 as a computation that rounds each op's result to the dtype, as the CPU's
+# half kernels and CUDA's do, can be expected to be. Chains of ill-conditioned steps need it: a post-norm Transformer
+# layer of d_model 4, whose bias gradients feed a LayerNorm over 4 elements, turns a one-ulp difference upstream into
+# tens of ulps downstream, on the CPU as on npu, and which side lands nearer float64 is then chance
+# (expected_failures.toml's norm_rounding_propagation listed 38 such cases, all within the model). A computation that
+# loses precision is still caught: tests/test_conformance.py keeps a float16 chain whose intermediates are rounded to
+# bfloat16 failing it.
+ROUNDING_DRAWS = 19
 # Outputs that follow CUDA's contract rather than the CPU's: for float16/bfloat16 inputs these ops give their saved
 # mean and inverse standard deviation in float32 (CUDA's kernels, and PyTorch's Meta kernels that describe them); the
 # CPU's kernels give them in the input dtype. npu takes CUDA's: the CPU's values are compared in float32, with the
@@ -383,10 +399,13 @@ class _Truth:
     in npu's favour are collected in ACCEPTED, for the case's report."""
 
     def __init__(self, dtype, compute):
+        self.dtype = dtype
         self.eps = torch.finfo(dtype).eps
         self.compute = compute
+        self.model = compute  # compute, kept for its runs under the rounding model (rounding_error)
         self.result = None
-        # Every result judged against the truth in this case: (npu's error, the CPU's error, the mismatch it had).
+        # Every result judged against the truth in this case: (npu's error, the CPU's error, the mismatch it had, the
+        # result's trail, the scale of its errors).
         self.judged = []
 
     def settle(self):
@@ -397,28 +416,60 @@ class _Truth:
         by chance (91 Transformer cases, 2 %, where npu and the CPU differ only in LayerNorm, npu's the more accurate
         alone). A kernel that loses precision is further on its worst result too: fused RNN cells that rounded each
         step to the half dtype failed 20 of their 200 cases so (53 judged tensor by tensor; 2 on the mean)."""
-        failing = [m for e_npu, e_cpu, m in self.judged if e_npu > TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * self.eps]
+        failing = [m for e_npu, e_cpu, m, _, _ in self.judged
+                   if e_npu > TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * self.eps]
         if not failing:
             return
-        worst_npu = max(e for e, _, _ in self.judged)
-        worst_cpu = max(e for _, e, _ in self.judged)
-        if worst_npu > TRUTH_FACTOR * worst_cpu + TRUTH_SLACK_EPS * self.eps:
-            raise Mismatch(f"{failing[0]} (largest over the case's {len(self.judged)} results: {worst_npu:.3g} on npu, "
-                           f"{worst_cpu:.3g} on the CPU)")
-        ACCEPTED.append(f"{len(failing)} of {len(self.judged)} results each further from float64 than the CPU's; "
-                        f"the largest error {worst_npu:.3g} on npu, {worst_cpu:.3g} on the CPU")
+        worst_npu = max(j[0] for j in self.judged)
+        worst_cpu = max(j[1] for j in self.judged)
+        if worst_npu <= TRUTH_FACTOR * worst_cpu + TRUTH_SLACK_EPS * self.eps:
+            ACCEPTED.append(f"{len(failing)} of {len(self.judged)} results each further from float64 than the CPU's; "
+                            f"the largest error {worst_npu:.3g} on npu, {worst_cpu:.3g} on the CPU")
+            return
+        model = self.rounding_error()
+        if model is not None and worst_npu <= model:
+            ACCEPTED.append(f"the largest error {worst_npu:.3g} on npu ({worst_cpu:.3g} on the CPU) is within the "
+                            f"{model:.3g} of float64 with each op's result rounded (_rounding_model)")
+            return
+        raise Mismatch(f"{failing[0]} (largest over the case's {len(self.judged)} results: {worst_npu:.3g} on npu, "
+                       f"{worst_cpu:.3g} on the CPU"
+                       + (f", {model:.3g} with each op's result rounded)" if model is not None else ")"))
+
+    def rounding_error(self):
+        """The largest error, over the case's judged results and ROUNDING_DRAWS draws, of the float64 truth computed
+        with every op's result rounded as the case's dtype rounds (_rounding_model): the error a computation in that
+        dtype has on this case. None when such a run raises."""
+        worst = 0.0
+        for draw in range(ROUNDING_DRAWS):
+            def rounded(draw=draw):
+                with _rounding_model(self.dtype, draw):
+                    return self.model()
+
+            result = _run(rounded, on_npu=False)
+            if isinstance(result, _Raised):
+                return None
+            for _, _, _, trail, scale in self.judged:
+                got, ref = _at(result, trail), self.at(trail)
+                if got is None or got.shape != ref.shape:
+                    return None
+                worst = max(worst, _truth_error(got, ref, scale)[0])
+        return worst
 
     def at(self, trail):
         """The truth's tensor at trail (the keys from the result's root), or None (it raised, or has none there)."""
         if self.compute is not None:
             self.result, self.compute = _run(self.compute, on_npu=False), None
-        v = self.result
-        for k in trail:
-            if isinstance(v, (list, tuple)) and isinstance(k, int) and k < len(v) or isinstance(v, dict) and k in v:
-                v = v[k]
-            else:
-                return None
-        return v if isinstance(v, torch.Tensor) else None
+        return _at(self.result, trail)
+
+
+def _at(v, trail):
+    """The tensor of a result at trail (the keys from the result's root), or None (it raised, or has none there)."""
+    for k in trail:
+        if isinstance(v, (list, tuple)) and isinstance(k, int) and k < len(v) or isinstance(v, dict) and k in v:
+            v = v[k]
+        else:
+            return None
+    return v if isinstance(v, torch.Tensor) else None
 
 
 # Comparisons accepted against the float64 truth in the running case, and other notes on how it was judged
@@ -450,7 +501,7 @@ def _judge_by_truth(got, expected, truth, trail, path, mismatch):
     verdict = f"against float64, error {e_npu:.3g} on npu, {e_cpu:.3g} on the CPU"
     if (wrong_npu & ~wrong_cpu).any():
         raise Mismatch(f"{mismatch}; {int((wrong_npu & ~wrong_cpu).sum())} elements not finite on npu only")
-    truth.judged.append((e_npu, e_cpu, f"{mismatch}; {verdict}"))
+    truth.judged.append((e_npu, e_cpu, f"{mismatch}; {verdict}", trail, scale))
     if e_npu <= TRUTH_FACTOR * e_cpu + TRUTH_SLACK_EPS * truth.eps:
         ACCEPTED.append(f"{path} {verdict}")
 
@@ -839,6 +890,68 @@ def _build_module(info, mi, dtype, training, device, cpu_state, wide=None):
     elif "state" in cpu_state:
         m.load_state_dict(cpu_state["state"])
     return m, f_args, f_kwargs
+
+
+@functools.cache
+def _rounding_model_class():
+    """The rounding model's TorchDispatchMode class (made once torch is imported: the master never imports it)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RoundingModel(TorchDispatchMode):
+        """Floating point's standard model over a float64 run: each op's floating result multiplied by 1 + d, d
+        uniform in [-u, u] with u the unit roundoff of dtype (seeded by draw), as if every op rounded its result to
+        dtype. Views are left alone (no arithmetic, and scaling one would scale its base), and so are the ops in
+        EXACT_OPS, whose results are values of their inputs (copies, selections) or new data (creation, random numbers
+        drawn in the dtype): nothing rounds them."""
+
+        EXACT_OPS = frozenset({
+            "_to_copy", "clone", "copy_", "contiguous", "cat", "stack", "index", "index_select", "gather",
+            "scatter", "index_put_", "index_put", "masked_fill", "masked_fill_", "where", "constant_pad_nd",
+            "slice_scatter", "select_scatter", "as_strided_scatter", "zero_", "fill_", "zeros", "ones", "full",
+            "zeros_like", "ones_like", "full_like", "empty_like", "new_zeros", "new_ones", "new_full", "new_empty",
+            "empty", "empty_strided", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "relu", "threshold_backward",
+            "max", "min", "amax", "amin", "maximum", "minimum", "sort", "topk", "repeat", "expand_copy",
+            "permute_copy", "transpose_copy", "t_copy", "view_copy", "_unsafe_view", "split_with_sizes_copy",
+            "unbind_copy", "neg", "abs", "rand", "randn", "normal", "uniform_", "normal_", "bernoulli"})
+
+        def __init__(self, dtype, draw):
+            super().__init__()
+            self.u = torch.finfo(dtype).eps / 2
+            self.gen = torch.Generator().manual_seed(SAMPLE_SEED + 1 + draw)
+
+        def _round(self, t):
+            # A complex result rounds its real and imaginary parts each on its own, as complex32 stores them.
+            parts = torch.view_as_real(t) if t.is_complex() else t
+            d = (torch.rand(parts.shape, dtype=parts.dtype, generator=self.gen) * 2 - 1) * self.u
+            rounded = parts * (1 + d)
+            return torch.view_as_complex(rounded) if t.is_complex() else rounded
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in self.EXACT_OPS:
+                return out
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            rounded = []
+            for r, t in zip(func._schema.returns, outs):
+                if not isinstance(t, torch.Tensor) or not (t.is_floating_point() or t.is_complex()):
+                    rounded.append(t)
+                elif r.alias_info is None:
+                    rounded.append(self._round(t))
+                elif r.alias_info.is_write:
+                    t.copy_(self._round(t))  # an in-place or out= result: its stored value is the rounded one
+                    rounded.append(t)
+                else:
+                    rounded.append(t)  # a view
+            if not isinstance(out, (tuple, list)):
+                return rounded[0]
+            return type(out)(rounded) if len(rounded) == len(outs) else out
+
+    return RoundingModel
+
+
+def _rounding_model(dtype, draw):
+    """The rounding model for dtype's unit roundoff, seeded by draw (ROUNDING_DRAWS)."""
+    return _rounding_model_class()(dtype, draw)
 
 
 def _module_forward(info, mi, dtype, training, device, cpu_state, wide=None):
