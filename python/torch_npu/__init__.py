@@ -25,6 +25,13 @@ from softnpu import collect_env as _collect_env_module  # noqa: E402
 
 sys.modules["torch_npu.utils.collect_env"] = utils.collect_env = _collect_env_module
 
+# torch_npu.utils.cpp_extension (NpuExtension, load); libtorch_npu.so, libascendcl.so and libopapi.so loaded, so that
+# C++ extensions linked against them (csrc/torch_npu_api) resolve to this process's copies.
+from softnpu import cpp_extension as _cpp_extension_module  # noqa: E402
+
+_cpp_extension_module.load_libraries()
+sys.modules["torch_npu.utils.cpp_extension"] = utils.cpp_extension = _cpp_extension_module
+
 # torch_npu.utils.storage (_rebuild_npu_tensor, named by torch_npu's pickles).
 from softnpu import storage as _storage_module  # noqa: E402
 

@@ -1,0 +1,21 @@
+// torch_npu's format functions (acl_format numbers: ND 2, NCHW 0, NHWC 1, FRACTAL_NZ 29, ...): softnpu's format ops
+// (torch.ops.npu.*), which keep a plain format as metadata of an ND tensor (csrc/fused/format.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace at_npu::native {
+
+int64_t get_npu_format(const at::Tensor& self);
+// The storage's shape as torch_npu reports it: the tensor's sizes for the formats softnpu stores (ND data).
+std::vector<int64_t> get_npu_storage_sizes(const at::Tensor& self);
+at::Tensor npu_format_cast(const at::Tensor& self, int64_t acl_format);
+at::Tensor& npu_format_cast_(at::Tensor& self, int64_t acl_format);
+at::Tensor empty_with_format(c10::IntArrayRef sizes, const c10::TensorOptions& options, int64_t format,
+                             bool keep_format = false);
+
+}  // namespace at_npu::native
