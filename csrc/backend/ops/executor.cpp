@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "backend/allocator.h"
+#include "backend/cost/cost_model.h"
 #include "backend/env.h"
 #include "backend/generator.h"
 #include "backend/graph.h"
@@ -371,8 +372,11 @@ void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, c10:
   }
 }
 
-void launch(const OpInfo& info, const NPUStream& stream, KernelLaunch* k) {
-  const profiler::LaunchScope traced(info.name.c_str());
+// args and outputs (the fresh returns) only describe the kernel to the profiler's cost estimate.
+void launch(const OpInfo& info, const NPUStream& stream, KernelLaunch* k, c10::ArrayRef<c10::IValue> args,
+            c10::ArrayRef<c10::IValue> outputs) {
+  const profiler::LaunchScope traced(
+      info.name.c_str(), [&] { return cost::estimate_op(cost::selected_chip(), info, args, outputs); });
   if (C10_UNLIKELY(capture_underway())) k->replayable = true;
   // On failure the runtime has already handed the record back through recycle_kernel; while the queue is full it
   // has not taken it, so an interrupted wait for room hands it back here.
@@ -449,7 +453,7 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
   prepare_arguments(info, args, stream.device_index(), *k);
   auto result = std::make_shared<SyncResult>();
   k->sync = result;
-  launch(info, stream, k);
+  launch(info, stream, k, args, {});
   stream.synchronize();
   if (result->error) std::rethrow_exception(result->error);
 
@@ -535,7 +539,7 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     k->use_out_variant = true;
     k->out_variant_failed = meta->out_variant_failed;
   }
-  launch(info, stream, k);
+  launch(info, stream, k, args, fresh);
 
   for (size_t r = 0; r < fresh.size(); ++r)
     if (info.return_alias[r] >= 0) fresh[r] = args[info.return_alias[r]];

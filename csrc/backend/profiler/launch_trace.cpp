@@ -43,6 +43,32 @@ std::vector<LaunchEvent> take_launch_events() {
   return std::exchange(e.events, {});
 }
 
+namespace {
+
+struct TraceEstimates {
+  std::mutex mutex;
+  std::vector<std::pair<uint64_t, cost::Estimate>> estimates;
+};
+
+TraceEstimates& trace_estimates() {
+  static TraceEstimates t;
+  return t;
+}
+
+}  // namespace
+
+void keep_trace_estimates(std::vector<std::pair<uint64_t, cost::Estimate>> estimates) {
+  TraceEstimates& t = trace_estimates();
+  std::lock_guard lock(t.mutex);
+  t.estimates = std::move(estimates);
+}
+
+std::vector<std::pair<uint64_t, cost::Estimate>> last_trace_estimates() {
+  TraceEstimates& t = trace_estimates();
+  std::lock_guard lock(t.mutex);
+  return t.estimates;
+}
+
 void LaunchScope::begin(const char* kernel) {
   active_ = true;
   event_.kernel = kernel;

@@ -92,6 +92,7 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
   std::unordered_map<uint64_t, const LaunchEvent*> launch_of;
   for (const LaunchEvent& e : launches) launch_of.emplace(e.sequence, &e);
   std::unordered_set<uint64_t> executed;  // launches whose kernel is in the trace
+  std::vector<std::pair<uint64_t, cost::Estimate>> estimates;
 
   for (const snpuActivityRecord& r : drain_records(&errors_)) {
     const ActivityType type = record_type(r.name);
@@ -117,6 +118,12 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
       act.addMetadata("correlation", launch);
       link_flow(act, launch, /*start=*/false);
       executed.insert(launch);
+      // torch_npu's exporter copies this arg into kernel_details.csv under the same name.
+      if (const auto& e = launch_of.at(launch)->estimate) {
+        act.addMetadata("Estimated Duration(us)", e->us);
+        act.addMetadataQuoted("Estimated Bound", cost::bound_name(e->bound));
+        estimates.emplace_back(launch, *e);
+      }
     }
     if (r.failed) act.addMetadata("failed", "true");
     devices_.insert(r.device);
@@ -139,6 +146,8 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
       if (executed.contains(e.sequence)) link_flow(act, e.sequence, /*start=*/true);
     }
   }
+
+  keep_trace_estimates(std::move(estimates));
 
   // getDeviceInfo() names one device; the others are named here.
   for (auto it = devices_.begin(); it != devices_.end(); ++it)

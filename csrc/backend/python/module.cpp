@@ -12,6 +12,7 @@
 
 #include "backend/ops/cpp_meta.h"
 #include "backend/allocator.h"
+#include "backend/cost/python.h"
 #include "backend/device.h"
 #include "backend/error_code.h"
 #include "backend/generator.h"
@@ -477,6 +478,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_copy_through_cpu", &set_copy_through_cpu);
 
   m.def("_cube_compute", [] { return cube_description(); });
+
+  softnpu::cost::register_python(m);
 
   // How the op path treats an op where ATen's kernels disagree ("aten::histc" or "aten::max.dim"), for the tests that
   // find such ops mechanically: its Meta result corrected to the CPU's (ops/meta_fixes), its float32 contract

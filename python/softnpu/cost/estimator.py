@@ -1,0 +1,248 @@
+"""Estimating a step without running it: the program runs on fake tensors on the npu device (torch's FakeTensorMode:
+shapes, dtypes and devices, no memory, no computation), and a dispatch mode under the user's code sees each op as the
+op path would, asking the cost model (the same C++ the profiler asks) what its kernel costs on the SoC.
+
+    with softnpu.cost.estimate(dp=8) as est:
+        model = build_model()             # tensors land on npu (the default device inside the context)
+        with softnpu.cost.step():         # only the step's kernels count (without it: everything)
+            loss = model(batch).sum()
+            loss.backward()
+            optimizer.step()
+    print(est.result)                     # a StepEstimate: step time, MFU, bound, op types
+
+The layout's communication: with ``dp`` > 1, each gradient of the parameters the context created is all-reduced in
+DDP-sized buckets after the backward (overlapping it); the script's own collectives (``torch.distributed.all_reduce``
+and friends, e.g. tensor parallelism's) are recorded over ``tp`` ranks and wait for their inputs. Inside the context
+``torch.distributed`` answers as one rank of a ``tp``-rank group.
+"""
+
+import contextlib
+import math
+import weakref
+
+import torch
+import torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .model import KernelEstimate, estimate_collective, estimate_copy, estimate_op
+from .report import Kernel, StepEstimate
+
+_COPIES = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"}
+_active: "estimate | None" = None
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+def _on_npu(t: torch.Tensor) -> bool:
+    return t.device.type == "npu"
+
+
+def _wrap_numbers(func, args: tuple) -> tuple:
+    """The arguments with Python numbers where the schema takes a Tensor (``x.mul_(0.5)`` reaches dispatch as
+    ``mul_.Tensor(x, 0.5)``) as the 0-dim CPU tensors the op path gets."""
+    schema_args = func._schema.arguments
+    if not any(isinstance(a, (int, float, bool)) for a in args):
+        return args
+    wrapped = list(args)
+    with torch._C._DisableTorchDispatch():
+        for i, a in enumerate(args):
+            if i < len(schema_args) and isinstance(a, (int, float, bool)) and \
+                    isinstance(schema_args[i].type, torch._C.TensorType):
+                wrapped[i] = torch.tensor(a)
+    return tuple(wrapped)
+
+
+class _Recorder(TorchDispatchMode):
+    """Sees every op under the user's code (below autograd, so composites arrive decomposed as on the op path) and
+    records the kernel each launches."""
+
+    def __init__(self, owner: "estimate"):
+        super().__init__()
+        self.owner = owner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        if name == "aten::_local_scalar_dense" and _on_npu(args[0]):
+            # .item() waits for the device on the chip; here the value is unknowable: zero (or False).
+            self.owner.sync_points += 1
+            return False if args[0].dtype == torch.bool else 0
+        out = func(*args, **kwargs)
+        if not name.startswith(("aten::", "npu::")):
+            return out
+        inputs = _tensors((args, kwargs))
+        outputs = _tensors(out)
+        if not any(_on_npu(t) for t in inputs + outputs):
+            return out
+        if name in _COPIES:
+            src, dst = (args[0], outputs[0] if outputs else None) if name == "aten::_to_copy" else (args[1], args[0])
+            if dst is not None and _on_npu(src) != _on_npu(dst):
+                kind = "HtoD" if _on_npu(dst) else "DtoH"
+                self.owner._record(f"Memcpy {kind}", estimate_copy(dst.numel() * dst.element_size(), kind,
+                                                                   self.owner.soc))
+                return out
+        ids = {id(t) for t in inputs}
+        fresh = [t for t in outputs if id(t) not in ids]
+        overload = func._overloadname
+        qualified = name if overload == "default" else f"{name}.{overload}"
+        e = estimate_op(qualified, _wrap_numbers(func, args), kwargs, fresh, self.owner.soc)
+        if e is not None:
+            self.owner._record(name, e)
+        return out
+
+
+class _FakeWork:
+    """What a collective with async_op=True returns here: already complete."""
+
+    def wait(self, timeout=None) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+class estimate(contextlib.ContextDecorator):
+    """Runs the code inside on fake npu tensors and estimates its kernels on the SoC; ``result`` (a StepEstimate)
+    once the context exits.
+
+    soc: a SoC table row ("Ascend910B3"); None: the chip the device presents as (SOFTNPU_SOC_VERSION).
+    dp, tp: the data- and tensor-parallel degrees of the layout this rank is part of.
+    link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp fits one 8-NPU server, else RoCE.
+    graph: the step is replayed from a graph (NPUGraph, aclgraph, MindIE): the host pays no launches.
+    grad_bucket_mb: the size of DDP's gradient buckets (its default, 25 MB).
+    """
+
+    def __init__(self, soc: str | None = None, *, dp: int = 1, tp: int = 1, link: str | None = None,
+                 graph: bool = False, grad_bucket_mb: float = 25.0):
+        if dp < 1 or tp < 1:
+            raise ValueError(f"dp and tp must be at least 1, got dp={dp}, tp={tp}")
+        if link not in (None, "hccs", "roce"):
+            raise ValueError(f"link must be 'hccs', 'roce' or None, got {link!r}")
+        self.soc = soc
+        self.dp = dp
+        self.tp = tp
+        self.link = link or ("hccs" if dp * tp <= 8 else "roce")
+        self.graph = graph
+        self.grad_bucket_bytes = grad_bucket_mb * 1e6
+        self.kernels: list[Kernel] = []
+        self.sync_points = 0
+        self.result: StepEstimate | None = None
+        self._step_kernels: list[Kernel] | None = None
+        self._params: list = []
+        self._restore: list = []
+
+    # ------------------------------------------------------------------------------------------------ recording
+
+    def _record(self, op: str, e: KernelEstimate, launched: bool = True, backward: bool | None = None) -> None:
+        if backward is None:
+            backward = torch._C._current_autograd_node() is not None
+        self.kernels.append(Kernel(op, e, backward=backward, launched=launched))
+
+    def _collective(self, kind: str, tensor: torch.Tensor, ranks: int | None = None) -> None:
+        self._record(f"hccl:{kind}", estimate_collective(kind, tensor.numel() * tensor.element_size(),
+                                                         ranks or self.tp, self.link, self.soc), backward=False)
+
+    def _reduce_gradients(self) -> None:
+        """DDP's gradient all-reduce over the dp ranks, in buckets, for the parameters the context created."""
+        if self.dp == 1:
+            return
+        grads = [p.grad for p in (ref() for ref in self._params) if p is not None and p.grad is not None]
+        total = sum(g.numel() * g.element_size() for g in grads)
+        buckets = math.ceil(total / self.grad_bucket_bytes)
+        for _ in range(buckets):
+            e = estimate_collective("all_reduce", total / buckets, self.dp, self.link, self.soc)
+            self._record("hccl:all_reduce (gradients)", e, launched=False, backward=True)
+
+    @contextlib.contextmanager
+    def step(self):
+        """Counts only the kernels launched inside (the last such block when there are several)."""
+        start = len(self.kernels)
+        yield self
+        self._reduce_gradients()
+        self._step_kernels = self.kernels[start:]
+
+    # ------------------------------------------------------------------------------------------------ the context
+
+    def _patch(self, owner, name: str, value) -> None:
+        self._restore.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def _patch_distributed(self) -> None:
+        def collective(kind, position):
+            def call(*args, async_op=False, **kwargs):
+                self._collective(kind, args[position] if len(args) > position else kwargs["tensor"])
+                return _FakeWork() if async_op else None
+            return call
+
+        # The message each rank contributes (ranks x it for all_gather's output).
+        self._patch(dist, "all_reduce", collective("all_reduce", 0))
+        self._patch(dist, "broadcast", collective("broadcast", 0))
+        self._patch(dist, "all_gather_into_tensor", collective("all_gather", 0))
+        self._patch(dist, "reduce_scatter_tensor", collective("reduce_scatter", 1))
+        self._patch(dist, "all_to_all_single", collective("all_to_all", 1))
+        self._patch(dist, "is_initialized", lambda: True)
+        self._patch(dist, "get_world_size", lambda group=None: self.tp)
+        self._patch(dist, "get_rank", lambda group=None: 0)
+
+    def __enter__(self):
+        global _active
+        if _active is not None:
+            raise RuntimeError("softnpu.cost.estimate contexts do not nest")
+        self._fake = FakeTensorMode(allow_non_fake_inputs=True)
+        self._recorder = _Recorder(self)
+        self._default_device = torch.get_default_device()
+        self._fake.__enter__()
+        self._recorder.__enter__()
+        torch.set_default_device("npu")
+        # Module.to()/.half() of a fake parameter swaps tensors, which fake parameters refuse (the fake mode holds a
+        # weak reference to each); their storage-less data can be replaced in place instead.
+        swap = torch.utils.swap_tensors
+
+        def swap_or_set(t1, t2):
+            try:
+                swap(t1, t2)
+            except RuntimeError:
+                t1.data = t2
+        self._patch(torch.utils, "swap_tensors", swap_or_set)
+        self._patch_distributed()
+        self._param_hook = torch.nn.modules.module.register_module_parameter_registration_hook(
+            lambda module, name, param: self._params.append(weakref.ref(param)) if param is not None else None)
+        _active = self
+        return self
+
+    def __exit__(self, *exc):
+        global _active
+        _active = None
+        self._param_hook.remove()
+        for owner, name, value in reversed(self._restore):
+            setattr(owner, name, value)
+        self._restore.clear()
+        torch.set_default_device(self._default_device)
+        self._recorder.__exit__(*exc)
+        self._fake.__exit__(*exc)
+        if self._step_kernels is None:
+            self._reduce_gradients()
+        kernels = self.kernels if self._step_kernels is None else self._step_kernels
+        self.result = StepEstimate(kernels, soc=self.soc, graph=self.graph)
+        self._params.clear()
+        return False
+
+
+@contextlib.contextmanager
+def step():
+    """Marks the step of the active ``estimate`` context (only its kernels count); outside one, does nothing, so a
+    script marks its step once and runs unchanged on the device."""
+    if _active is None:
+        yield None
+    else:
+        with _active.step() as est:
+            yield est
+
+
+def active() -> "estimate | None":
+    """The estimate context the program runs in, if any."""
+    return _active
