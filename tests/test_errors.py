@@ -138,8 +138,8 @@ def test_errors_carry_torch_npu_error_codes():
         torch.npu.set_device("cpu")
     with pytest.raises(RuntimeError, match=r"(?s)Invalid device index npu:9.*\n" + ERROR_LINE + "00001 PTA"):
         torch.npu.set_device(9)
-    with pytest.raises(NotImplementedError, match=r"(?s)FRACTAL_NZ.*\n" + ERROR_LINE + "01007 OPS"):
-        torch_npu.npu_format_cast(torch.ones(2, device="npu"), 29)
+    with pytest.raises(RuntimeError, match=r"(?s)unknown acl_format 7 .*\n" + ERROR_LINE + "01001 OPS"):
+        torch_npu.npu_format_cast(torch.ones(2, device="npu"), 7)
 
 
 def test_messages_say_a_npu_device_as_torch_npu_does():

@@ -619,22 +619,6 @@ def test_format_cast_is_metadata_and_survives_save_load():
     assert torch.equal(loaded["nhwc"].cpu(), x)
 
 
-@pytest.mark.parametrize("fmt,name", [(3, "NC1HWC0"), (4, "FRACTAL_Z"), (29, "FRACTAL_NZ")])
-def test_private_formats_are_refused_and_lose_nothing(fmt, name):
-    # Not stored honestly here (a padded, blocked layout), so refused rather than pretended: the error names the
-    # format and says what to do, and the tensor is left as it was.
-    w = torch.randn(32, 16)
-    wn = torch_npu.npu_format_cast_(w.npu(), 0)
-    message = rf"{name} \({fmt}\) is a private format .* keep the tensor in ND \(2\)"
-    with pytest.raises(NotImplementedError, match=message):
-        npu_format_cast(wn, fmt)
-    with pytest.raises(NotImplementedError, match=message):
-        wn.npu_format_cast_(fmt)
-    with pytest.raises(NotImplementedError, match=message):
-        torch_npu.empty_with_format((2, 16, 16), dtype=torch.float16, device="npu", acl_format=fmt)
-    assert get_npu_format(wn) == 0 and torch.equal(wn.cpu(), w)
-
-
 def test_empty_with_format_and_storage_size():
     e = torch_npu.empty_with_format((2, 3, 4, 5), dtype=torch.float16, acl_format=0)
     assert e.device == torch.device("npu", torch.npu.current_device()) and e.dtype == torch.float16

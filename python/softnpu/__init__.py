@@ -21,6 +21,7 @@ _TRANSFER_TO_NPU = softnpu_loader.transfer_to_npu_requested()
 _SANITIZER = softnpu_loader.sanitizer_requested()
 from . import _C  # noqa: E402,F401  (loads the backend: kernels, guard, hooks, allocators)
 from . import npu  # noqa: E402
+from . import multiprocessing  # noqa: E402,F401  (npu tensors through torch.multiprocessing)
 from . import fused, optim  # noqa: E402
 from .fused import *  # noqa: E402,F401,F403  (torch_npu.npu_fusion_attention, ...)
 

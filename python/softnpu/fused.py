@@ -32,9 +32,9 @@ globals().update({name: getattr(torch.ops.npu, name) for name in _OPS})
 
 
 class Format(IntEnum):
-    """torch_npu's tensor formats (aclFormat's values). Here ND, NCHW, NHWC, ... are metadata over ND data; the
-    private ones (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ...) are named so code can compare with them, but no tensor has
-    one (casting to one raises NotImplementedError)."""
+    """torch_npu's tensor formats (aclFormat's values). Every one is metadata over ND data here: a tensor in
+    FRACTAL_NZ keeps its shape and values, and get_storage_size reports torch_npu's padded size for it
+    (csrc/backend/format.cpp)."""
     UNDEFINED = -1
     NCHW = 0
     NHWC = 1
@@ -66,14 +66,15 @@ def get_npu_format(tensor):
 
 
 def npu_format_cast(tensor, acl_format):
-    """A copy of ``tensor`` in format ``acl_format`` (ND=2, NCHW=0, NHWC=1, ...): metadata, the data stays ND. The
-    private formats (NC1HWC0=3, FRACTAL_Z=4, FRACTAL_NZ=29, ...) raise NotImplementedError (not stored here)."""
+    """A copy of ``tensor`` in format ``acl_format`` (an int: ND=2, NCHW=0, FRACTAL_NZ=29, ...; or a tensor whose
+    format to take): metadata, the data stays ND. A private format gives its base format while
+    ``torch.npu.config.allow_internal_format`` is False."""
     return torch.ops.npu.npu_format_cast(tensor, acl_format)
 
 
 def npu_format_cast_(tensor, acl_format):
-    """Sets ``tensor``'s format in place (metadata only; the private formats raise) and returns it."""
-    return torch.ops.npu.npu_format_cast_.acl_format(tensor, acl_format)
+    """Sets ``tensor``'s format in place (an int, or a tensor whose format to take; metadata only) and returns it."""
+    return torch.ops.npu.npu_format_cast_(tensor, acl_format)
 
 
 __all__ = [*_OPS, "Format"]

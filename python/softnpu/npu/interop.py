@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from .. import _C
 from .device import _device_index, _lazy_init, device_count
 
 
@@ -17,9 +18,10 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
 
 
 def ipc_collect() -> None:
-    """Frees memory of tensors other processes received over IPC once they dropped them. npu tensors cannot be
-    shared across processes (the software device's memory is private to its process), so there is none to free."""
+    """Frees the device memory of npu tensors this process sent to others (torch.multiprocessing) once every
+    receiver dropped them, as torch.cuda.ipc_collect does (until then the blocks stay out of the cache)."""
     _lazy_init()
+    _C._ipc_collect()
 
 
 def current_blas_handle() -> int:
