@@ -174,3 +174,45 @@ def test_without_internal_formats_casts_give_the_base_format(fmt, base):
         assert get_npu_format(npu_format_cast(x.npu(), 1)) == 1
     finally:
         torch.npu.config.allow_internal_format = before
+
+
+def _collective_rank(rank, store, results):
+    import torch.distributed as dist
+
+    torch.npu.config.allow_internal_format = True
+    torch.npu.set_device(rank)
+    dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        x = npu_format_cast(torch.arange(24, dtype=torch.float32, device="npu").reshape(4, 6) * (rank + 1), 29)
+        dist.all_reduce(x)
+        gathered = [torch.empty(4, 6, device="npu") for _ in range(2)]
+        dist.all_gather(gathered, x)
+        b = npu_format_cast(torch.full((3, 5), float(rank), device="npu"), 3)
+        dist.broadcast(b, src=1)
+        results.put((rank, get_npu_format(x), x.cpu().tolist(), [g.cpu().tolist() for g in gathered],
+                     get_npu_format(b), b.cpu().tolist()))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collectives_read_and_write_private_formats_as_nd(tmp_path):
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    ranks = [ctx.Process(target=_collective_rank, args=(r, str(tmp_path / "store"), results)) for r in range(2)]
+    for p in ranks:
+        p.start()
+    try:
+        got = dict((r[0], r[1:]) for r in (results.get(timeout=120) for _ in ranks))
+    finally:
+        for p in ranks:
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+    expected = (torch.arange(24, dtype=torch.float32).reshape(4, 6) * 3).tolist()
+    for rank in (0, 1):
+        fmt, reduced, gathered, b_fmt, b = got[rank]
+        assert fmt == 29 and reduced == expected and gathered == [expected, expected]  # in place: still NZ
+        assert b_fmt == 3 and b == [[1.0] * 5] * 3
