@@ -1,9 +1,11 @@
-// torch_npu's device and stream guards: c10's guards for the npu device type, which reach softnpu's guard
-// implementation (the one torch.npu.device and torch.npu.stream use).
+// torch_npu's device and stream guards: c10's inline guards over the npu device type's registered guard
+// implementation, softnpu's (the one torch.npu.device and torch.npu.stream use).
 #pragma once
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
+#include <c10/core/impl/InlineDeviceGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include <optional>
@@ -27,14 +29,15 @@ struct NPUGuard {
   NPUGuard(const NPUGuard&) = delete;
   NPUGuard& operator=(const NPUGuard&) = delete;
 
-  void set_device(c10::Device device) { guard_.set_device(detail::npu_device(device)); }
+  // Both devices are npu: resetting is setting (the original device stays).
+  void set_device(c10::Device device) { guard_.reset_device(detail::npu_device(device)); }
   void reset_device(c10::Device device) { guard_.reset_device(detail::npu_device(device)); }
   void set_index(c10::DeviceIndex device_index) { guard_.set_index(device_index); }
   c10::Device original_device() const { return guard_.original_device(); }
   c10::Device current_device() const { return guard_.current_device(); }
 
  private:
-  c10::DeviceGuard guard_;
+  c10::impl::InlineDeviceGuard<c10::impl::VirtualGuardImpl> guard_;
 };
 
 struct OptionalNPUGuard {
@@ -48,15 +51,16 @@ struct OptionalNPUGuard {
   OptionalNPUGuard(const OptionalNPUGuard&) = delete;
   OptionalNPUGuard& operator=(const OptionalNPUGuard&) = delete;
 
-  void set_device(c10::Device device) { guard_.set_device(detail::npu_device(device)); }
+  // Both devices are npu: resetting is setting (the original device stays).
+  void set_device(c10::Device device) { guard_.reset_device(detail::npu_device(device)); }
   void reset_device(c10::Device device) { guard_.reset_device(detail::npu_device(device)); }
-  void set_index(c10::DeviceIndex device_index) { guard_.set_device(detail::npu_device(device_index)); }
+  void set_index(c10::DeviceIndex device_index) { guard_.reset_device(detail::npu_device(device_index)); }
   std::optional<c10::Device> original_device() const { return guard_.original_device(); }
   std::optional<c10::Device> current_device() const { return guard_.current_device(); }
   void reset() { guard_.reset(); }
 
  private:
-  c10::OptionalDeviceGuard guard_;
+  c10::impl::InlineOptionalDeviceGuard<c10::impl::VirtualGuardImpl> guard_;
 };
 
 // Makes a stream current (and its device) for its lifetime.

@@ -1,0 +1,168 @@
+"""torch_npu's C++ extension API (csrc/torch_npu_api): the headers and libraries where extension builders look, the
+example extension (examples/npu_extension) built with torch_npu.utils.cpp_extension and run on the current stream
+against the CPU, and libopapi.so's two-phase aclnn operators called as an extension calls them (here through ctypes)."""
+
+import ctypes
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch_npu
+
+REPO = Path(__file__).resolve().parents[1]
+TORCH_NPU = Path(torch_npu.__file__).parent
+ASCEND_HOME = Path(os.environ["ASCEND_HOME_PATH"])
+# A build directory that survives the run: torch's JIT builder recompiles only when the sources change.
+EXTENSION_BUILD = REPO / "build" / "npu_extension"
+
+
+def test_headers_and_libraries_at_torch_npus_paths():
+    include = TORCH_NPU / "include"
+    for header in ["torch_npu/csrc/core/npu/NPUStream.h", "torch_npu/csrc/core/npu/NPUGuard.h",
+                   "torch_npu/csrc/core/npu/NPUCachingAllocator.h", "torch_npu/csrc/core/npu/NPUFormat.h",
+                   "torch_npu/csrc/core/npu/DeviceUtils.h", "torch_npu/csrc/framework/OpCommand.h",
+                   "torch_npu/csrc/framework/utils/OpAdapter.h", "torch_npu/csrc/aten/NPUNativeFunctions.h",
+                   "third_party/acl/inc/acl/acl.h"]:
+        assert (include / header).is_file(), header
+    assert (TORCH_NPU / "lib" / "libtorch_npu.so").is_file()
+    assert (ASCEND_HOME / "lib64" / "libascendcl.so").is_file()
+    assert (ASCEND_HOME / "lib64" / "libopapi.so").is_file()
+    assert (ASCEND_HOME / "include" / "aclnnop" / "aclnn_add.h").is_file()
+
+
+def test_cpp_extension_helpers():
+    from torch_npu.utils.cpp_extension import NpuExtension, include_paths, library_paths
+
+    ext = NpuExtension("demo", ["demo.cpp"], include_dirs=["mine"])
+    assert ext.include_dirs[0] == "mine"
+    assert str(TORCH_NPU / "include") in ext.include_dirs and str(TORCH_NPU / "include") in include_paths()
+    assert "torch_npu" in ext.libraries and str(TORCH_NPU / "lib") in ext.library_dirs
+    assert str(ASCEND_HOME / "lib64") in library_paths()
+    assert ext.language == "c++"
+
+
+@pytest.fixture(scope="module")
+def example_ops():
+    spec = importlib.util.spec_from_file_location("npu_extension_run", REPO / "examples" / "npu_extension" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    run.build(str(EXTENSION_BUILD))
+    return torch.ops.example_ops
+
+
+def test_example_extension_matches_cpu(example_ops):
+    torch.manual_seed(0)
+    x, y, gate, up = (torch.randn(32, 48) for _ in range(4))
+    torch.testing.assert_close(example_ops.axpy(x.npu(), y.npu(), 0.25).cpu(), y + 0.25 * x)
+    torch.testing.assert_close(example_ops.swiglu(gate.npu(), up.npu()).cpu(), torch.nn.functional.silu(gate) * up)
+
+
+def test_example_extension_runs_on_the_current_stream(example_ops):
+    gate, up = torch.randn(256, 256).npu(), torch.randn(256, 256).npu()
+    torch.npu.synchronize()
+    side = torch.npu.Stream()
+    with torch.npu.stream(side):
+        torch.npu._sleep(50_000_000)  # 50 ms of device time ahead of the operators on the side stream
+        out = example_ops.swiglu(gate, up)
+        axpy = example_ops.axpy(gate, up, 2.0)
+    # Both operators were queued behind the sleep on the side stream; the default stream has nothing.
+    assert not side.query()
+    assert torch.npu.default_stream().query()
+    side.synchronize()
+    torch.testing.assert_close(out.cpu(), torch.nn.functional.silu(gate.cpu()) * up.cpu())
+    torch.testing.assert_close(axpy.cpu(), up.cpu() + 2.0 * gate.cpu())
+
+
+def test_operator_errors_raise(example_ops):
+    with pytest.raises(RuntimeError, match="gate and up must have the same shape"):
+        example_ops.swiglu(torch.randn(2, 3).npu(), torch.randn(3, 2).npu())
+
+
+# ---- libopapi.so through ctypes, as an extension's dlopen/dlsym reaches it.
+
+ACL_FLOAT, ACL_FLOAT16, ACL_INT64 = 0, 1, 9
+ACL_FORMAT_ND = 2
+
+
+@pytest.fixture(scope="module")
+def opapi():
+    lib = ctypes.CDLL("libopapi.so")  # the copy torch_npu's import loaded
+    lib.aclCreateTensor.restype = ctypes.c_void_p
+    lib.aclCreateTensor.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_uint64, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_int64), ctypes.c_uint64, ctypes.c_void_p]
+    lib.aclCreateScalar.restype = ctypes.c_void_p
+    lib.aclCreateScalar.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    for name in ["aclDestroyTensor", "aclDestroyScalar"]:
+        getattr(lib, name).argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def acl_tensor(lib, t):
+    """An aclTensor over an npu tensor's storage (view shape, strides and offset in elements)."""
+    dtype = {torch.float32: ACL_FLOAT, torch.float16: ACL_FLOAT16, torch.int64: ACL_INT64}[t.dtype]
+    dims = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+    strides = (ctypes.c_int64 * max(t.dim(), 1))(*t.stride())
+    storage = (ctypes.c_int64 * 1)(t.untyped_storage().nbytes() // t.element_size())
+    return lib.aclCreateTensor(dims, t.dim(), dtype, strides, t.storage_offset(), ACL_FORMAT_ND, storage, 1,
+                               t.untyped_storage().data_ptr())
+
+
+def two_phases(lib, name, *args):
+    """aclnnXxxGetWorkspaceSize(args..., &size, &executor), then aclnnXxx(NULL, size, executor, current stream)."""
+    size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+    status = getattr(lib, name + "GetWorkspaceSize")(*args, ctypes.byref(size), ctypes.byref(executor))
+    assert status == 0, f"{name}GetWorkspaceSize: {status}"
+    assert size.value == 0
+    run = getattr(lib, name)
+    run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
+    return run(None, size, executor, torch.npu.current_stream().native_handle)
+
+
+def test_aclnn_add_and_matmul_match_cpu(opapi):
+    torch.manual_seed(1)
+    a, b = torch.randn(16, 24), torch.randn(24, 8)
+    na, nb = a.npu(), b.npu()
+    # A strided view (transposed, offset): the descriptor carries strides and the storage offset.
+    other = torch.randn(40, 16).npu()[4:28].t()
+    out = torch.empty(16, 24).npu()
+    alpha = ctypes.c_float(0.5)
+    ta, to, tout = acl_tensor(opapi, na), acl_tensor(opapi, other), acl_tensor(opapi, out)
+    s_alpha = opapi.aclCreateScalar(ctypes.byref(alpha), ACL_FLOAT)
+    opapi.aclnnAddGetWorkspaceSize.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_void_p, ctypes.c_void_p]
+    assert two_phases(opapi, "aclnnAdd", ta, to, s_alpha, tout) == 0
+    mm_out = torch.empty(16, 8).npu()
+    tb, tmm = acl_tensor(opapi, nb), acl_tensor(opapi, mm_out)
+    opapi.aclnnMatmulGetWorkspaceSize.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int8] + [ctypes.c_void_p] * 2
+    assert two_phases(opapi, "aclnnMatmul", ta, tb, tmm, ctypes.c_int8(1)) == 0
+    for t in [ta, to, tout, tb, tmm]:
+        opapi.aclDestroyTensor(t)
+    opapi.aclDestroyScalar(s_alpha)
+    torch.testing.assert_close(out.cpu(), a + 0.5 * other.cpu())
+    torch.testing.assert_close(mm_out.cpu(), a @ b)
+
+
+def test_aclnn_rms_norm_and_cast_match_cpu(opapi):
+    x, gamma = torch.randn(4, 6, 32), torch.rand(32) + 0.5
+    y, rstd = torch.empty(4, 6, 32).npu(), torch.empty(4, 6, 1).npu()
+    tx, tg, ty, tr = (acl_tensor(opapi, t) for t in [x.npu(), gamma.npu(), y, rstd])
+    opapi.aclnnRmsNormGetWorkspaceSize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
+                                                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    assert two_phases(opapi, "aclnnRmsNorm", tx, tg, ctypes.c_double(1e-6), ty, tr) == 0
+    half = torch.empty(4, 6, 32, dtype=torch.float16).npu()
+    th = acl_tensor(opapi, half)
+    opapi.aclnnCastGetWorkspaceSize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                                ctypes.c_void_p]
+    assert two_phases(opapi, "aclnnCast", ty, ACL_FLOAT16, th) == 0
+    expected_rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(rstd.cpu(), expected_rstd)
+    torch.testing.assert_close(y.cpu(), x * expected_rstd * gamma)
+    torch.testing.assert_close(half.cpu(), (x * expected_rstd * gamma).half())
+    # A mismatch is CANN's status, not a crash: the cast's output dtype must be the one asked for.
+    size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+    assert opapi.aclnnCastGetWorkspaceSize(ty, ACL_INT64, th, ctypes.byref(size), ctypes.byref(executor)) == 161002
+    for t in [tx, tg, ty, tr, th]:
+        opapi.aclDestroyTensor(t)
