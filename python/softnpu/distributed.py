@@ -9,6 +9,7 @@ semantics (see csrc/backend/c10d/process_group_hccl.h).
 ``dist.monitored_barrier`` works in groups with hccl too: torch allows it in Gloo groups only, and hccl has Gloo's.
 """
 
+import copy
 import datetime
 import functools
 
@@ -25,8 +26,22 @@ def is_hccl_available() -> bool:
     return True
 
 
-# ProcessGroupHCCL(store, rank, size, timeout) is the creator torch calls for each new group.
-dist.Backend.register_backend("hccl", ProcessGroupHCCL, devices=["npu"])
+def _create_hccl(backend_opts, options):
+    """The creator torch calls for each new hccl group, with the group's ``pg_options`` (torch_npu's
+    ProcessGroupHCCL.Options, kept by the group as its ``options``) or None."""
+    if options is None:
+        options = ProcessGroupHCCL.Options()
+    elif not isinstance(options, ProcessGroupHCCL.Options):
+        raise TypeError(f"pg_options of an hccl group must be a ProcessGroupHCCL.Options, got {type(options).__name__}")
+    else:
+        options = copy.copy(options)
+    options._timeout = backend_opts.timeout
+    options.global_ranks_in_group = list(backend_opts.global_ranks_in_group)
+    options.group_id = backend_opts.group_id
+    return ProcessGroupHCCL(backend_opts.store, backend_opts.group_rank, backend_opts.group_size, options)
+
+
+dist.Backend.register_backend("hccl", _create_hccl, extended_api=True, devices=["npu"])
 # torch_npu adds it next to torch.distributed.is_nccl_available and is_gloo_available.
 dist.is_hccl_available = is_hccl_available
 

@@ -5,14 +5,19 @@
 - npu_combine_tensors / get_part_combined_tensor / is_combined_tensor_valid: many tensors as views of one flat
   buffer (so one op, e.g. a fused optimizer step or a collective, covers them all).
 - print_error_log / print_warn_log / print_info_log: messages in torch_npu's log format.
+- FlopsCounter: the flops of the matrix ops run on npu (softnpu/flops_count.py).
+- get_cann_version(module): the version of a CANN component (torch_npu.npu.utils').
 """
 
 import threading
 
 import torch
 
+from .flops_count import _FlopsCounter as FlopsCounter
+from .npu.utils import get_cann_version
+
 __all__ = ["save_async", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
-           "print_error_log", "print_warn_log", "print_info_log"]
+           "print_error_log", "print_warn_log", "print_info_log", "FlopsCounter", "get_cann_version"]
 
 
 def _to_host(obj):

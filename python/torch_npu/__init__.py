@@ -40,3 +40,20 @@ sys.modules["torch_npu.utils.storage"] = utils.storage = _storage_module
 import torch.distributed.distributed_c10d as _c10d  # noqa: E402
 
 sys.modules["torch_npu.distributed.distributed_c10d"] = distributed.distributed_c10d = _c10d
+
+# torch_npu._C (ProcessGroupHCCL.Options, _storage_Use_Count, _weak_ref_tensor, _cd.DType), and each DType number as
+# torch_npu.<name> (torch_npu.hifloat8, torch_npu.float8_e8m0fnu, ...), as torch_npu exports them.
+from . import _C  # noqa: E402
+
+for _name, _value in vars(_C._cd.DType).items():
+    if not _name.startswith("_"):
+        globals()[_name] = _value
+del _name, _value
+# torch_npu.utils.flops_count (FlopsCounter).
+from softnpu import flops_count as _flops_count_module  # noqa: E402
+
+sys.modules["torch_npu.utils.flops_count"] = utils.flops_count = _flops_count_module
+# torch_npu.utils._path_manager (PathManager).
+from softnpu import path_manager as _path_manager_module  # noqa: E402
+
+sys.modules["torch_npu.utils._path_manager"] = utils._path_manager = _path_manager_module

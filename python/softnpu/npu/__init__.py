@@ -1,31 +1,53 @@
 """torch.npu: the npu device module, with CUDA's names and semantics (torch.cuda's API, for the npu device)."""
 
 from . import _gpu_trace, _sanitizer  # torch.npu._gpu_trace: where torch's GPUTrace hook looks
+from . import _memory_viz  # torch_npu.npu._memory_viz
 from . import _utils  # torch.load restores npu storages through torch.npu._utils._get_device_index, as CUDA's
 from . import amp
 from .ascend import (
+    are_compatible_impl_enabled,
     clear_npu_overflow_flag,
     config,
+    finalize_dump,
+    get_mm_bmm_format_nd,
     get_npu_overflow_flag,
     get_option,
+    init_dump,
     is_jit_compile_false,
+    obfuscation_calculate,
+    obfuscation_finalize,
+    obfuscation_initialize,
     set_aoe,
     set_compile_mode,
+    set_deterministic_level,
+    set_dump,
+    set_mm_bmm_format_nd,
     set_op_timeout_ms,
     set_option,
     stress_detect,
+    use_compatible_impl,
 )
 from . import backends
-from .backends import (
+from .backends import (  # the attention and linear algebra switches too, as torch_npu's torch.npu has them
+    CubeMathType,
     conv,
     disable_deterministic_with_backward,
     enable_deterministic_with_backward,
+    enable_flash_sdp,
+    enable_math_sdp,
+    enable_mem_efficient_sdp,
+    flash_sdp_enabled,
     get_autocast_dtype,
     is_autocast_enabled,
+    math_sdp_enabled,
     matmul,
+    mem_efficient_sdp_enabled,
+    preferred_linalg_library,
+    sdp_kernel,
     set_autocast_dtype,
     set_autocast_enabled,
 )
+from . import aclnn
 from .device import (
     _is_in_bad_fork,
     _lazy_init,  # torch calls torch.npu._lazy_init when it first creates an npu tensor (as torch.cuda's)
@@ -44,8 +66,22 @@ from .device import (
     synchronize,
     utilization,
 )
-from .graphs import NPUGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
+from .graphs import (
+    NPUGraph,
+    graph,
+    graph_pool_handle,
+    graph_task_group_begin,
+    graph_task_group_end,
+    graph_task_update_begin,
+    graph_task_update_end,
+    is_current_stream_capturing,
+    make_graphed_callables,
+    super_kernel_scope_begin,
+    super_kernel_scope_end,
+)
+from ._npugraph_handlers import NpuGraphOpHandler, register_npu_graph_handler
 from . import memory
+from .limits import get_device_limit, get_stream_limit, reset_stream_limit, set_device_limit, set_stream_limit
 from .interop import can_device_access_peer, current_blas_handle, ipc_collect
 from .legacy_types import *  # noqa: F403 (FloatTensor, ..., FloatStorage, ...)
 from .legacy_types import __all__ as _legacy_types
@@ -63,6 +99,7 @@ from .memory import (
     caching_allocator_alloc,
     caching_allocator_delete,
     empty_cache,
+    empty_virt_addr_cache,
     get_allocator_backend,
     get_per_process_memory_fraction,
     max_memory_allocated,
@@ -100,6 +137,7 @@ from .streams import (
     ExternalEvent,
     Stream,
     StreamContext,
+    SyncLaunchStream,
     current_stream,
     default_stream,
     set_stream,
@@ -137,6 +175,13 @@ def __getattr__(name: str):
     if name == "_initialized":
         return is_initialized()
     raise AttributeError(f"module 'torch.npu' has no attribute '{name}'")
+
+
+def npurt():
+    """torch_npu: the module of raw NPU runtime calls (npuHostRegister, npuStreamCreate, ...) of builds that have
+    one. softnpu's build has none, so this raises torch_npu's RuntimeError for that case."""
+    _lazy_init()
+    raise RuntimeError("torch_npu._C._npurt is unavailable in this build.")
 
 
 def _sleep(cycles: int) -> None:
@@ -245,4 +290,32 @@ __all__ = [
     "synchronize",
     "use_mem_pool",
     "utilization",
+    "are_compatible_impl_enabled",
+    "finalize_dump",
+    "get_mm_bmm_format_nd",
+    "init_dump",
+    "obfuscation_calculate",
+    "obfuscation_finalize",
+    "obfuscation_initialize",
+    "set_deterministic_level",
+    "set_dump",
+    "set_mm_bmm_format_nd",
+    "use_compatible_impl",
+    "CubeMathType",
+    "graph_task_group_begin",
+    "graph_task_group_end",
+    "graph_task_update_begin",
+    "graph_task_update_end",
+    "super_kernel_scope_begin",
+    "super_kernel_scope_end",
+    "NpuGraphOpHandler",
+    "register_npu_graph_handler",
+    "get_device_limit",
+    "get_stream_limit",
+    "reset_stream_limit",
+    "set_device_limit",
+    "set_stream_limit",
+    "empty_virt_addr_cache",
+    "SyncLaunchStream",
+    "npurt",
 ] + _legacy_types

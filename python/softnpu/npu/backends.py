@@ -5,19 +5,39 @@ allow_hf32 is recorded and read back as on Ascend, where it lets the cube unit c
 convolutions in HF32. softnpu's kernels are ATen's CPU kernels: they compute float32 in float32 whatever the switch
 says, so it has no effect on numerics here."""
 
+import enum
+
 import torch
 
 
+class CubeMathType(enum.IntEnum):
+    """torch_npu's choices for torch.npu.matmul.cube_math_type: how the cube unit computes float32 matmuls on Ascend.
+    Recorded; softnpu computes float32 in float32 whatever is chosen."""
+
+    KEEP_DTYPE = 0
+    ALLOW_FP32_DOWN_PRECISION = 1
+    USE_FP16 = 2
+    USE_HF32 = 3
+    FORCE_GRP_ACC_FOR_FP32 = 4
+    USE_FP32_ADD = 4
+
+
 class _PrecisionSwitch:
-    def __init__(self, name: str, allow_hf32: bool):
+    def __init__(self, name: str, allow_hf32: bool, settings: tuple[str, ...] = ("allow_hf32",)):
         self._name = name
+        self._settings = settings
         self.allow_hf32 = allow_hf32
+        if "cube_math_type" in settings:
+            self.cube_math_type = None  # torch_npu: None until set
 
     def __setattr__(self, key: str, value) -> None:
         if key == "allow_hf32" and not isinstance(value, bool):
             raise TypeError(f"torch.npu.{self._name}.allow_hf32 must be a bool, got {type(value).__name__}")
-        if not key.startswith("_") and key != "allow_hf32":
-            raise AttributeError(f"torch.npu.{self._name} has no setting '{key}' (only allow_hf32)")
+        if key == "cube_math_type" and value is not None and not isinstance(value, CubeMathType):
+            raise TypeError("value should be one of Enum CubeMathType when setting cube_math_type, but got "
+                            f"{type(value)}")
+        if not key.startswith("_") and key not in self._settings:
+            raise AttributeError(f"torch.npu.{self._name} has no setting '{key}' (only {', '.join(self._settings)})")
         super().__setattr__(key, value)
 
     def __repr__(self) -> str:
@@ -25,7 +45,7 @@ class _PrecisionSwitch:
 
 
 # torch_npu's defaults: HF32 off for matmul, on for convolution.
-matmul = _PrecisionSwitch("matmul", False)
+matmul = _PrecisionSwitch("matmul", False, ("allow_hf32", "cube_math_type"))
 conv = _PrecisionSwitch("conv", True)
 
 
@@ -57,7 +77,12 @@ mem_efficient_sdp_enabled = torch.backends.cuda.mem_efficient_sdp_enabled
 enable_math_sdp = torch.backends.cuda.enable_math_sdp
 math_sdp_enabled = torch.backends.cuda.math_sdp_enabled
 sdp_kernel = torch.backends.cuda.sdp_kernel
-preferred_linalg_library = torch.backends.cuda.preferred_linalg_library
+
+
+def preferred_linalg_library(backend=None) -> "torch._C._LinalgBackend":
+    """torch_npu: npu has no choice of linear algebra library (its linalg ops are ATen's own kernels here, on Ascend
+    its operators), so the answer is always Default and a choice given is ignored, as torch_npu does."""
+    return torch._C._LinalgBackend.Default
 
 
 class _DeterministicRegion(torch.autograd.Function):

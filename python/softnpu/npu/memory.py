@@ -15,7 +15,7 @@ from typing import Any, Optional
 import torch
 
 from .. import _C
-from .device import _device_index, _lazy_init
+from .device import _device_index, _lazy_init, is_initialized
 
 
 def _index(device: Any) -> int:
@@ -61,6 +61,14 @@ def empty_cache() -> None:
     """Returns cached, unused device memory to the device (after the work that may still use it completes)."""
     if _C._device_count_noexcept():
         torch.accelerator.empty_cache()
+
+
+def empty_virt_addr_cache() -> None:
+    """torch_npu: the light empty_cache of expandable segments (unmaps their free virtual ranges, keeping the
+    physical pages for later allocations). softnpu's expandable segments release both together, so this is
+    empty_cache: the cached memory goes back to the device either way. Nothing before npu is initialized."""
+    if is_initialized():
+        empty_cache()
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:

@@ -47,6 +47,10 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    def set_data_preprocess_stream(self, is_data_preprocess_stream: bool = False) -> None:
+        """torch_npu: marks a stream used for data preprocessing (a scheduling hint to ACL). Recorded."""
+        self._data_preprocess = bool(is_data_preprocess_stream)
+
     def __repr__(self) -> str:
         return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
 
@@ -129,19 +133,33 @@ def stream(stream: Optional[torch.Stream]) -> StreamContext:
     return StreamContext(stream)
 
 
+def _capturing(stream: torch.Stream) -> bool:
+    from .graphs import _capturing as captures  # graphs imports this module
+
+    return (stream.device_index, stream.stream_id) in captures
+
+
 class ExternalEvent:
     """torch_npu's ExternalEvent: an event recorded and waited on explicitly, and reset for reuse (ACL's external
     events, made for graph capture). record/wait order streams as Event's do; after reset(), a wait does not wait
-    until the next record (the event is a fresh, unrecorded one)."""
+    until the next record (the event is a fresh, unrecorded one).
+
+    Inside an NPU graph capture they are not recorded in the graph: torch_npu captures a wait on an external event
+    before a task group, so that a replay waits for the group's update on another stream (graph_task_update_*);
+    softnpu applies an update to the replays launched after it, which gives that order without a wait."""
 
     def __init__(self) -> None:
         self._event = Event()
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
-        self._event.record(stream if stream is not None else current_stream())
+        stream = stream if stream is not None else current_stream()
+        if not _capturing(stream):
+            self._event.record(stream)
 
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        self._event.wait(stream if stream is not None else current_stream())
+        stream = stream if stream is not None else current_stream()
+        if not _capturing(stream):
+            self._event.wait(stream)
 
     def reset(self, stream: Optional[torch.Stream] = None) -> None:
         # Work already ordered after the old event keeps its order; only later waits see the reset.
@@ -149,3 +167,13 @@ class ExternalEvent:
 
     def query(self) -> bool:
         return self._event.query()
+
+
+class SyncLaunchStream(Stream):
+    """torch_npu's SyncLaunchStream: a stream whose launches bypass torch_npu's task queue (the host thread that
+    feeds ACL's streams in the background) and reach the device stream from the calling thread. softnpu has no such
+    queue: every launch reaches the runtime's stream from the calling thread, so a SyncLaunchStream is an ordinary
+    stream of the pool, asynchronous to the host as Ascend's device streams are, and usable wherever a Stream is."""
+
+    def __repr__(self) -> str:
+        return f"<torch_npu.npu.SyncLaunchStream device={self.device} stream_id={self.stream_id}>"

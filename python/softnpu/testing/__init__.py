@@ -5,4 +5,4 @@ input makers, the device under test) and `decorator` (Dtypes / Formats / instant
 does not initialize npu, as torch_npu promises (test_distributed relies on it).
 """
 
-from . import common_utils, decorator, testcase  # noqa: F401
+from . import common_distributed, common_utils, decorator, testcase  # noqa: F401

@@ -4,6 +4,8 @@ Each input maker returns the same values twice, a CPU tensor and an npu tensor, 
 compares. The npu copy is cast to the requested format with npu_format_cast (-1 keeps it as it is).
 """
 
+import contextlib
+import functools
 import itertools
 import os
 import unittest
@@ -102,3 +104,49 @@ class SupportedDevices:
             return fn(*args, **kwargs)
 
         return wrapper
+
+
+@contextlib.contextmanager
+def freeze_rng_state():
+    """Restores the CPU generator's state after the block (torch_npu's: the CPU's only)."""
+    state = torch.get_rng_state()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(state)
+
+
+class SkipIfNotGteCANNVersion:
+    """Runs a test only when the CANN component's version is `base_version` or later (softnpu's CANN tree's, see
+    torch_npu.npu.utils.get_cann_version)."""
+
+    def __init__(self, base_version, module="CANN"):
+        self.base_version = base_version
+        self.module = module
+
+    def __call__(self, fn):
+        @wraps(fn)
+        def wrapper(*args, **kwargs):
+            from ..npu.utils import _is_gte_cann_version, get_cann_version
+
+            if not _is_gte_cann_version(self.base_version, module=self.module):
+                raise unittest.SkipTest(f"Only run on {self.base_version} or greater, current cann version is "
+                                        f"{get_cann_version(module=self.module)}.")
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+
+@functools.lru_cache
+def get_cycles_per_ms() -> float:
+    """Cycles of torch.npu._sleep per millisecond, measured on the device (the median of 10)."""
+
+    def measure() -> float:
+        start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+        start.record()
+        torch.npu._sleep(1_000_000)
+        end.record()
+        end.synchronize()
+        return 1_000_000 / start.elapsed_time(end)
+
+    return sorted(measure() for _ in range(10))[5]

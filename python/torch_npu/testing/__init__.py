@@ -4,7 +4,7 @@ import sys
 
 from softnpu import testing
 
-for _name in ("common_utils", "decorator", "testcase"):
+for _name in ("common_distributed", "common_utils", "decorator", "testcase"):
     sys.modules[f"{__name__}.{_name}"] = getattr(testing, _name)
 sys.modules[__name__] = testing
 del _name

@@ -1,0 +1,18 @@
+"""torch_npu._C: the entry points of torch_npu's extension module that code written for torch_npu calls directly.
+
+- ``_distributed_c10d``: ``ProcessGroupHCCL`` (softnpu's hccl backend) with its ``Options`` (``hccl_config``);
+- ``_cd``: ``DType``, torch_npu's numbers for ACL's data types (also exported as ``torch_npu.hifloat8``, ...);
+- ``_storage_Use_Count(storage._cdata)``: how many references hold a storage (TRL reads it);
+- ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs).
+"""
+
+import torch
+from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
+
+from . import _cd  # noqa: F401
+
+if torch.distributed.is_available():
+    from . import _distributed_c10d  # noqa: F401
+
+# torch's own count: a storage's references, whatever its device.
+_storage_Use_Count = torch._C._storage_Use_Count
