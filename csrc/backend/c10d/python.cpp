@@ -92,7 +92,15 @@ PYBIND11_MODULE(_c10d, m) {
                py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("options"))
           .def_property_readonly(
               "options", [](const softnpu::ProcessGroupHCCL& self) { return group_options().get(self); },
-              "the ProcessGroupHCCL.Options the group was created with");
+              "the ProcessGroupHCCL.Options the group was created with")
+          // torch_npu's communicator name, the `hcom` of the compute+communication ops (npu_mm_all_reduce_base,
+          // ...): here the group's name in c10d's registry, by which those ops find the group.
+          .def(
+              "get_hccl_comm_name",
+              [](const softnpu::ProcessGroupHCCL& self, int64_t rank_id, bool init_comm) {
+                return self.getGroupUid();
+              },
+              py::arg("rank_id"), py::arg("init_comm") = true);
 
   py::class_<HCCLOptions, c10::intrusive_ptr<HCCLOptions>>(group, "Options", options_base,
                                                            "torch_npu's options of an hccl group")
