@@ -5,7 +5,6 @@
 #include "backend/allocator.h"
 #include "backend/device.h"
 #include "backend/gpu_trace.h"
-#include "backend/interrupt.h"
 #include "backend/npu_error.h"
 #include "backend/stream.h"
 
@@ -72,7 +71,7 @@ void NPUGuardImpl::synchronizeStream(const c10::Stream& stream) const { NPUStrea
 
 void NPUGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
   on_device(device_index < 0 ? current_device() : device_index, [] {
-    wait_interruptibly("snpuDeviceSynchronize", [](uint64_t timeout) { return snpuDeviceSynchronizeTimeout(timeout); });
+    NPU_CHECK(snpuDeviceSynchronize());
   });
   gpu_trace::device_synchronization();
 }
@@ -121,9 +120,7 @@ bool NPUGuardImpl::queryEvent(void* event) const {
 
 void NPUGuardImpl::synchronizeEvent(void* event) const {
   if (!event) return;
-  wait_interruptibly("snpuEventSynchronize", [&](uint64_t timeout) {
-    return snpuEventSynchronizeTimeout(static_cast<snpuEvent_t>(event), timeout);
-  });
+  NPU_CHECK(snpuEventSynchronize(static_cast<snpuEvent_t>(event)));
   gpu_trace::event_synchronization(event);
 }
 

@@ -1,13 +1,14 @@
-// Host waits that Ctrl-C can interrupt. Every wait for the device a user can start (synchronize, stream and event
-// synchronize, .item(), .cpu(), an op launch blocked on a full queue) waits in slices of the runtime's timed waits
-// and polls between them; the Python extension installs the poll, which turns a pending SIGINT into
-// KeyboardInterrupt. An interrupted wait leaves its work queued: the next synchronize completes it.
+// Host waits that Ctrl-C can interrupt. The runtime asks an interrupt check between 20 ms slices of every wait a
+// caller starts (snpuSetInterruptCheck: synchronize, stream and event synchronize, .item(), .cpu(), any launch —
+// kernel, copy, memset, event — blocked on a full queue); installing the poll installs that check. The Python
+// extension's poll turns a pending SIGINT into KeyboardInterrupt: the check keeps the exception on the waiting thread,
+// the runtime call returns snpuErrorInterrupted, and NPU_CHECK rethrows it there. An interrupted wait leaves its work
+// queued (an interrupted launch queued nothing): the next synchronize completes it.
 #pragma once
 
 #include <cstdint>
 
 #include "backend/npu_error.h"
-#include "softnpu/runtime.h"
 
 namespace softnpu {
 
@@ -16,23 +17,24 @@ namespace softnpu {
 using InterruptPoll = void (*)();
 void set_interrupt_poll(InterruptPoll poll);
 
-// How long a wait sleeps between polls: a signal is noticed within this (plus the GIL's hand-over).
+// How long a wait of the backend's own (a collective's) sleeps between polls: a signal is noticed within this (plus
+// the GIL's hand-over). The runtime's waits use the same interval.
 constexpr uint64_t kInterruptPollMicros = 20'000;
 
+// Throws what the poll throws if an interrupt is pending.
 void poll_interrupt();
 
-// Calls try_wait(timeout_us) until it returns something other than snpuErrorNotReady, polling in between; a runtime
-// error is thrown as a PyTorch error naming `what`.
-template <typename TryWait>
-void wait_interruptibly(const char* what, TryWait&& try_wait) {
-  for (;;) {
-    const snpuError_t err = try_wait(kInterruptPollMicros);
-    if (err != snpuErrorNotReady) {
-      if (err != snpuSuccess) throw_npu_error(err, what);
-      return;
-    }
-    poll_interrupt();
-  }
-}
+// Rethrows the exception the runtime's interrupt check caught on this thread (a call returned snpuErrorInterrupted).
+[[noreturn]] void rethrow_interrupt(const char* what);
+
+// While one lives on a thread, its runtime waits are not interrupted: waits whose end the host must see (a copy into
+// pinned host memory it is about to read).
+class UninterruptibleScope {
+ public:
+  UninterruptibleScope();
+  ~UninterruptibleScope();
+  UninterruptibleScope(const UninterruptibleScope&) = delete;
+  UninterruptibleScope& operator=(const UninterruptibleScope&) = delete;
+};
 
 }  // namespace softnpu

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backend/error_code.h"
+#include "backend/interrupt.h"
 
 namespace softnpu {
 
@@ -50,6 +51,8 @@ void throw_npu_error(snpuError_t err, const char* what) {
   switch (err) {
     case snpuErrorKernelFailed:
       throw_kernel_error();
+    case snpuErrorInterrupted:
+      rethrow_interrupt(what);
     case snpuErrorMemoryAllocation:
       TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory: ", snpuGetLastErrorMessage(),
                        error_code(SubModule::PTA, ErrCode::MEMORY));

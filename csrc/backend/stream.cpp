@@ -94,11 +94,12 @@ bool NPUStream::query() const {
 }
 
 void NPUStream::synchronize() const {
-  wait_interruptibly("snpuStreamSynchronize", [&](uint64_t timeout) { return snpuStreamSynchronizeTimeout(handle_, timeout); });
+  NPU_CHECK(snpuStreamSynchronize(handle_));
   gpu_trace::stream_synchronization(*this);
 }
 
 void NPUStream::synchronize_uninterruptibly() const {
+  const UninterruptibleScope no_interrupt;
   NPU_CHECK(snpuStreamSynchronize(handle_));
   gpu_trace::stream_synchronization(*this);
 }

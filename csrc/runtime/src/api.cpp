@@ -7,6 +7,7 @@
 #include <string>
 
 #include "activity.h"
+#include "interrupt.h"
 #include "copy.h"
 #include "errors.h"
 #include "graph.h"
@@ -78,6 +79,11 @@ snpuError_t snpuInit(void) {
 int snpuIsForkedChild(void) { return forked_child() ? 1 : 0; }
 
 int snpuIsInitialized(void) { return initialized_runtime() ? 1 : 0; }
+
+snpuError_t snpuSetInterruptCheck(snpuInterruptCheckFn check) {
+  set_interrupt_check(check);
+  return snpuSuccess;
+}
 
 snpuError_t snpuShutdown(void) {
   return guarded([&] {

@@ -9,6 +9,7 @@
 
 #include "activity.h"
 #include "event.h"
+#include "interrupt.h"
 #include "kernel.h"
 #include "parallel_copy.h"
 #include "log.h"
@@ -77,8 +78,19 @@ snpuError_t Device::synchronize(bool report, Deadline deadline) {
   bool waited = false;
   bool reached = true;
   for (auto& [s, seq] : targets) {
+    if (!reached) break;
     bool w = false;
-    reached = reached && s->wait_until(seq, deadline, true, &w);
+    // A caller's synchronize (report) may be interrupted; the waits of frees and shutdown may not.
+    if (!report) {
+      reached = s->wait_until(seq, deadline, true, &w);
+    } else {
+      const WaitResult r = wait_interruptibly(s, seq, deadline, true, &w);
+      if (r == WaitResult::kInterrupted) {
+        for (auto& target : targets) target.first->release();
+        return interrupted("snpuDeviceSynchronize", "the work stays queued");
+      }
+      reached = r == WaitResult::kReached;
+    }
     waited |= w;
   }
   if (waited) counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);

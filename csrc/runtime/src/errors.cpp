@@ -35,6 +35,7 @@ const char* error_name(snpuError_t code) {
     case snpuErrorForked: return "snpuErrorForked";
     case snpuErrorStreamCaptureUnsupported: return "snpuErrorStreamCaptureUnsupported";
     case snpuErrorStreamCaptureInvalidated: return "snpuErrorStreamCaptureInvalidated";
+    case snpuErrorInterrupted: return "snpuErrorInterrupted";
   }
   return "snpuErrorUnknown";
 }

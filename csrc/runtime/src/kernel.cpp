@@ -9,6 +9,7 @@
 #include "activity.h"
 #include "device.h"
 #include "graph.h"
+#include "interrupt.h"
 #include "log.h"
 #include "runtime_state.h"
 
@@ -100,13 +101,27 @@ snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline) {
   if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) [[unlikely]]
     return capture_task(c, task, wait);
   Device* d = s->device;
+  const bool host = !in_kernel();
   // A full queue: the host sleeps until half of it has run, then queues the next half at full speed (waking for each
   // kernel that finishes would cost the host a context switch per launch).
-  if (!in_kernel()) {
+  if (host) {
     const uint64_t next = s->enqueued() + 1;
-    if (next > kMaxQueued && !s->reached(next - kMaxQueued) &&
-        !s->wait_until(next - kMaxQueued / 2, room_deadline, /*spin=*/false))
-      return snpuErrorNotReady;
+    if (next > kMaxQueued && !s->reached(next - kMaxQueued)) {
+      const WaitResult room = wait_interruptibly(s, next - kMaxQueued / 2, room_deadline, /*spin=*/false);
+      if (room == WaitResult::kDeadline) return snpuErrorNotReady;
+      if (room == WaitResult::kInterrupted) {
+        drop_task(task);
+        return interrupted(task.name, "nothing was enqueued");
+      }
+    }
+  }
+  // A launch that waits for its own task (a copy into pageable host memory, ASCEND_LAUNCH_BLOCKING) first waits,
+  // interruptibly, for the work queued before it: once enqueued, the task is waited for to its end (the host may
+  // own the memory it writes).
+  const bool waits = host && (wait || d->runtime->config.launch_blocking);
+  if (waits && wait_interruptibly(s, s->enqueued(), kNoDeadline) == WaitResult::kInterrupted) {
+    drop_task(task);
+    return interrupted(task.name, "nothing was enqueued");
   }
   task.correlation_id = activity::correlation_id();
   // Logged before enqueueing: once queued, the kernel may run and its name stop being valid.
@@ -116,9 +131,7 @@ snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline) {
   if (task.kind == TaskKind::kKernel || task.kind == TaskKind::kCopy || task.kind == TaskKind::kMemset)
     d->counters()->kernels_launched.fetch_add(1, std::memory_order_relaxed);
   uint64_t seq = s->enqueue(task);
-  if (in_kernel()) return snpuSuccess;
-  if (wait || d->runtime->config.launch_blocking) return synchronize(s, seq);
-  return snpuSuccess;
+  return waits ? synchronize(s, seq, kNoDeadline, /*interruptible=*/false) : snpuSuccess;
 }
 
 bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error) {
@@ -151,6 +164,11 @@ bool run_kernel(Device* device, Stream* s, const Task& task, KernelError* error)
   error->device = device->index;
   error->stream_id = s->id;
   return true;
+}
+
+void drop_task(const Task& task) {
+  if (task.kind == TaskKind::kKernel) run_cleanup(task);
+  release_task_references(task);
 }
 
 void run_cleanup(const Task& task) {

@@ -7,6 +7,7 @@
 
 #include "device.h"
 #include "event.h"
+#include "interrupt.h"
 #include "log.h"
 #include "runtime_state.h"
 
@@ -185,11 +186,14 @@ bool Stream::park(Stream* waiter, uint64_t seq) {
   return true;
 }
 
-snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline) {
+snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline, bool interruptible) {
   bool waited = false;
-  const bool reached = s->wait_until(seq, deadline, true, &waited);
+  const WaitResult result = interruptible ? wait_interruptibly(s, seq, deadline, true, &waited)
+                                          : (s->wait_until(seq, deadline, true, &waited) ? WaitResult::kReached
+                                                                                         : WaitResult::kDeadline);
   if (waited) s->device->counters()->sync_waits.fetch_add(1, std::memory_order_relaxed);
-  if (!reached) return snpuErrorNotReady;
+  if (result == WaitResult::kInterrupted) return interrupted("synchronizing with the stream", "the work stays queued");
+  if (result == WaitResult::kDeadline) return snpuErrorNotReady;
   KernelError error;
   if (s->take_error(seq, &error))
     return report_kernel_error(std::move(error), s->device->runtime->config.launch_blocking);

@@ -238,8 +238,9 @@ class Stream {
 };
 
 // The host side of every synchronizing call: waits until s reaches seq (counted in the device's sync_waits), then
-// reports s's unreported kernel error if it came at or before seq. snpuErrorNotReady if the deadline passed first.
-snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline = kNoDeadline);
+// reports s's unreported kernel error if it came at or before seq. snpuErrorNotReady if the deadline passed first;
+// snpuErrorInterrupted if interruptible and the interrupt check stopped the wait (interrupt.h).
+snpuError_t synchronize(Stream* s, uint64_t seq, Deadline deadline = kNoDeadline, bool interruptible = true);
 
 // Releases the references an event record or a wait holds, once the task has run or was dropped.
 void release_task_references(const Task& task);

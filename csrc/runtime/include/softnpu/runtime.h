@@ -57,7 +57,8 @@ typedef enum snpuError {
   snpuErrorInternal = 10,
   snpuErrorForked = 11,          /* a child forked after the runtime was initialized cannot use it (see Fork) */
   snpuErrorStreamCaptureUnsupported = 12, /* not permitted while a stream captures (see Graphs); invalidates it */
-  snpuErrorStreamCaptureInvalidated = 13  /* the capture was invalidated by an earlier illegal call */
+  snpuErrorStreamCaptureInvalidated = 13, /* the capture was invalidated by an earlier illegal call */
+  snpuErrorInterrupted = 14               /* a host wait abandoned at the interrupt check's request */
 } snpuError_t;
 
 /* SYNC. Readable name of an error code ("snpuErrorMemoryAllocation"). Never NULL. */
@@ -71,6 +72,20 @@ SNPU_API const char* snpuGetLastErrorMessage(void);
  * until the thread's next runtime call. Any out-parameter may be NULL. snpuErrorInvalidValue if none was reported. */
 SNPU_API snpuError_t snpuGetLastKernelError(const char** kernel_name, const char** message, int* code,
                                             int* device, uint64_t* stream_id);
+
+/* ---------------------------------------------------------------- interrupting host waits
+ *
+ * A host thread blocked in the runtime calls the process's interrupt check every 20 ms while it waits: a launch of
+ * any kind (kernel, copy, memset, event wait, graph) waiting for room in a full queue; snpuStreamSynchronize,
+ * snpuEventSynchronize, snpuDeviceSynchronize (and their timed forms); snpuMemcpy and a copy into pageable host
+ * memory while they wait for the work queued before them. A nonzero return abandons the wait: the call returns
+ * snpuErrorInterrupted. An interrupted launch enqueued nothing (a kernel's cleanup has run); an interrupted
+ * synchronizing call or copy leaves the work queued, to complete in stream order. Never interrupted: the wait for a
+ * copy into host memory once it is queued, and the waits of snpuFree, snpuStreamDestroy and snpuShutdown. The check
+ * runs on the waiting thread (so it may keep a thread-local reason); NULL removes it. */
+typedef int (*snpuInterruptCheckFn)(void);
+/* SYNC. Installs the interrupt check of every later wait. Never fails; does not initialize the runtime. */
+SNPU_API snpuError_t snpuSetInterruptCheck(snpuInterruptCheckFn check);
 
 /* ---------------------------------------------------------------- init */
 
