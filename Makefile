@@ -124,5 +124,12 @@ FUZZ_MINUTES ?= 10
 fuzz: build
 	$(PY) tests/fuzz_ops.py --minutes $(FUZZ_MINUTES)
 
+# DeepSpeed with DS_ACCELERATOR=npu (tests/clients/deepspeed_npu; pinned, installed into the venv without replacing
+# torch): its CPU Adam op builder compiled against torch_npu's headers, ZeRO 1/2/3 and ZeRO-Offload on 2 processes and
+# FusedAdam, each against the CPU. `make test` runs ZeRO 1-3 (tests/test_deepspeed_npu.py).
+.PHONY: deepspeed-npu
+deepspeed-npu: build
+	$(PY) tests/clients/deepspeed_npu/run.py
+
 clean:
 	rm -rf build
