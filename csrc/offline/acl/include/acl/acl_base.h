@@ -87,7 +87,8 @@ typedef enum {
   ACL_FORMAT_FRACTAL_Z = 4,
   ACL_FORMAT_NDHWC = 27,
   ACL_FORMAT_FRACTAL_NZ = 29,
-  ACL_FORMAT_NCDHW = 30
+  ACL_FORMAT_NCDHW = 30,
+  ACL_FORMAT_NCL = 47
 } aclFormat;
 
 /* A data buffer describes memory the caller owns (aclrtMalloc'd); destroying it leaves the memory alone.
