@@ -65,8 +65,6 @@ snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr) {
     if (a.imported)
       return fail(snpuErrorInvalidPointer,
                   "snpuIpcGetMemHandle: the memory was opened from another process (export it from its owner)");
-    if (a.pages)
-      return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: memory of snpuMemAddressReserve is not exportable");
     if (a.fd < 0)
       return fail(snpuErrorNotPermitted, "snpuIpcGetMemHandle: the allocation is private memory (the host gave no "
                                          "memfd when it was made)");
@@ -76,7 +74,7 @@ snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr) {
     data.fd = a.fd;
     data.device = a.device->index;
     data.serial = a.serial;
-    data.size = a.mapped;
+    data.size = a.pages ? a.size : a.mapped;  // a reservation is exported whole, its holes included
     std::memset(handle->reserved, 0, sizeof(handle->reserved));
     std::memcpy(handle->reserved, &data, sizeof(data));
     return snpuSuccess;

@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -89,9 +90,18 @@ snpuError_t Memory::reserve(Device* device, size_t size, void** out) {
   if (p == MAP_FAILED)
     return fail(snpuErrorMemoryAllocation, "snpuMemAddressReserve: the host has no free address range of " +
                                                mib(size) + " (" + std::strerror(errno) + ")");
+  // The pages mapped into the range come from a memfd as large as it (sparse: only mapped granules hold memory), so
+  // the whole reservation can be exported like an allocation. Without a memfd, private pages as before.
+  const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  const std::string name = "softnpu-" + std::to_string(serial);
+  int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    close(fd);
+    fd = -1;
+  }
   std::unique_lock lock(mutex_);
   allocations_[static_cast<char*>(p)] = Allocation{static_cast<char*>(p), size, 0, snpuMemoryTypeDevice, device,
-                                                   new std::vector<bool>(size / kMapGranularity, false)};
+                                                   new std::vector<bool>(size / kMapGranularity, false), fd, serial};
   *out = p;
   return snpuSuccess;
 }
@@ -132,11 +142,13 @@ snpuError_t Memory::map(void* ptr, size_t size) {
   }
   Device* device;
   size_t first;
+  int fd;
   {
     std::unique_lock lock(mutex_);
     Allocation* a;
     if (snpuError_t e = reservation_range(ptr, size, false, "snpuMemMap", &a, &first)) return e;
     device = a->device;
+    fd = a->fd;
     uint64_t used = device->memory_used.load(std::memory_order_relaxed);
     do {
       if (used + size > device->capacity) return out_of_memory(device, size, used);
@@ -145,8 +157,10 @@ snpuError_t Memory::map(void* ptr, size_t size) {
     for (size_t i = first; i < first + size / kMapGranularity; ++i) (*a->pages)[i] = true;
     a->mapped += size;
   }
-  // MAP_FIXED replaces the reservation's PROT_NONE pages by committed ones (MAP_POPULATE: real at return).
-  if (mmap(ptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE, -1, 0) == MAP_FAILED) {
+  // MAP_FIXED replaces the reservation's PROT_NONE pages by committed ones (MAP_POPULATE: real at return), the
+  // memfd's at the same offset.
+  const int flags = fd >= 0 ? MAP_SHARED | MAP_FIXED | MAP_POPULATE : MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_POPULATE;
+  if (mmap(ptr, size, prot, flags, fd, fd >= 0 ? static_cast<off_t>(first * kMapGranularity) : 0) == MAP_FAILED) {
     const int err = errno;
     std::unique_lock lock(mutex_);
     Allocation& a = allocations_.at(static_cast<const char*>(ptr) -
@@ -169,9 +183,13 @@ snpuError_t Memory::unmap_range(void* ptr, size_t size) {
   Allocation* a;
   size_t first;
   if (snpuError_t e = reservation_range(ptr, size, true, "snpuMemUnmap", &a, &first)) return e;
-  // A fresh PROT_NONE mapping over the range gives its memory back to the host; the addresses stay reserved.
+  // A fresh PROT_NONE mapping over the range gives its memory back to the host; the addresses stay reserved. The
+  // memfd's pages go too (a hole punched; a process that imported the reservation sees them go as well).
   if (mmap(ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
     return fail(snpuErrorInternal, std::string("snpuMemUnmap: mmap failed: ") + std::strerror(errno));
+  if (a->fd >= 0 && fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              static_cast<off_t>(first * kMapGranularity), static_cast<off_t>(size)) != 0)
+    SNPU_LOG(log::kError, "snpuMemUnmap: releasing the pages at %p failed: %s", ptr, std::strerror(errno));
   for (size_t i = first; i < first + size / kMapGranularity; ++i) (*a->pages)[i] = false;
   a->mapped -= size;
   account(a->device, -static_cast<int64_t>(size));

@@ -229,14 +229,15 @@ SNPU_API snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const
  * the handle names the whole allocation holding a pointer (callers send the pointer's offset in it alongside), and
  * the opener sees the same bytes at its own address. A handle stays valid while the exporter holds the allocation;
  * a mapping outlives the exporter's free of it (the memory goes when the last process unmaps it), but what the
- * exporter does with the allocation meanwhile (reusing it) is the exporter's affair, as with CUDA. Memory of
- * snpuMemAddressReserve is not exportable (as cuMemMap'ped memory is not by cudaIpcGetMemHandle). */
+ * exporter does with the allocation meanwhile (reusing it) is the exporter's affair, as with CUDA. A reservation of
+ * snpuMemAddressReserve is exported whole (its memory is a memfd too): the importer sees the pages mapped into it,
+ * now and later, at the same offsets; snpuMemUnmap takes them from the importer as well. */
 #define SNPU_IPC_HANDLE_SIZE 64
 typedef struct snpuIpcMemHandle {
   char reserved[SNPU_IPC_HANDLE_SIZE];
 } snpuIpcMemHandle_t;
-/* SYNC. A handle for the snpuMalloc allocation containing ptr (interior pointers included). snpuErrorInvalidPointer
- * for a pointer that is not such device memory, or that was itself opened from another process. */
+/* SYNC. A handle for the snpuMalloc allocation or the reservation containing ptr (interior pointers included).
+ * snpuErrorInvalidPointer for a pointer that is not device memory, or that was itself opened from another process. */
 SNPU_API snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr);
 /* SYNC. Maps another process's allocation: *ptr is its start here, device memory of the device with the exporter's
  * index (not accounted against its capacity: the exporter's). snpuErrorInvalidValue for a malformed handle or one
