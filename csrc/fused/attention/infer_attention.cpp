@@ -1,0 +1,736 @@
+// torch_npu's inference attention: npu_prompt_flash_attention (prefill), npu_incre_flash_attention (decode) and
+// npu_fused_infer_attention_score (both, the one vLLM-Ascend and sglang call), computing, as torch_npu documents,
+//   attention_out = softmax(scale * query @ key^T + pse_shift, masked) @ value
+// with grouped key/value heads, per-batch actual lengths of query and key/value, torch_npu's sparse modes, paged
+// key/value caches (block_table), MLA's rope parts (query_rope / key_rope), int8 key/value caches dequantized per
+// channel or per tensor (antiquant), an int8 output (quant_scale2 / quant_offset2), and softmax_lse.
+//
+// No second attention: each op brings its inputs to the form npu_fusion_attention's kernel takes (BNSD in float32,
+// the scale folded into the query, every mask of the call made one explicit boolean mask) and calls
+// npu::_npu_fusion_attention on them. The whole op is the CPU kernel, so on npu it is one launch on the stream
+// through the generic op path, inputs checked at the call by the Meta kernel.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "fused/common.h"
+
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
+        "Tensor? atten_mask=None, Tensor? pse_shift=None, int[]? actual_seq_lengths=None, Tensor? deq_scale1=None, "
+        "Tensor? quant_scale1=None, Tensor? deq_scale2=None, Tensor? quant_scale2=None, Tensor? quant_offset2=None, "
+        "int num_heads=1, float scale_value=1.0, int pre_tokens=2147483647, int next_tokens=0, "
+        "str input_layout=\"BSH\", int num_key_value_heads=0, int[]? actual_seq_lengths_kv=None, "
+        "int sparse_mode=0) -> Tensor");
+  m.def("npu_incre_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
+        "Tensor? atten_mask=None, Tensor? pse_shift=None, SymInt[]? actual_seq_lengths=None, "
+        "Tensor? antiquant_scale=None, Tensor? antiquant_offset=None, Tensor? block_table=None, "
+        "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+        "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? kv_padding_size=None, int num_heads=1, "
+        "float scale_value=1.0, str input_layout=\"BSH\", int num_key_value_heads=0, int block_size=0, "
+        "int inner_precise=1) -> Tensor");
+  m.def("npu_fused_infer_attention_score(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
+        "Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
+        "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+        "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
+        "Tensor? antiquant_offset=None, Tensor? key_antiquant_scale=None, Tensor? key_antiquant_offset=None, "
+        "Tensor? value_antiquant_scale=None, Tensor? value_antiquant_offset=None, Tensor? block_table=None, "
+        "Tensor? query_padding_size=None, Tensor? kv_padding_size=None, Tensor? key_shared_prefix=None, "
+        "Tensor? value_shared_prefix=None, SymInt[]? actual_shared_prefix_len=None, Tensor? query_rope=None, "
+        "Tensor? key_rope=None, Tensor? key_rope_antiquant_scale=None, int num_heads=1, float scale=1.0, "
+        "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+        "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+        "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+        "bool softmax_lse_flag=False) -> (Tensor, Tensor)");
+}
+
+namespace softnpu::fused {
+
+namespace {
+
+using Opt = std::optional<at::Tensor>;
+using Lengths = std::optional<std::vector<int64_t>>;
+constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
+
+// One call, whichever op made it.
+struct Call {
+  const char* op;
+  at::Tensor q, k, v;
+  Opt pse, mask, block_table, quant_scale2, quant_offset2, key_scale, key_offset, value_scale, value_offset,
+      query_rope, key_rope;
+  Lengths qlens, kvlens;
+  int64_t num_heads = 1, num_kv_heads = 0, pre = kBig, next = kBig, sparse_mode = 0, block_size = 0;
+  double scale = 1.;
+  std::string layout;
+  bool lse = false;
+};
+
+// What the inputs describe. Varlen layouts (TND, NTD) are padded to b sequences of sq / skv.
+struct Problem {
+  std::string in, out;  // the layouts of the inputs and of attention_out
+  bool varlen = false, paged = false;
+  int64_t b = 0, n = 0, n2 = 0, sq = 0, skv = 0, dq = 0, dv = 0, t = 0;
+  std::vector<int64_t> qlen, kvlen;  // per batch
+  std::vector<int64_t> q_cum;        // varlen: cumulative query lengths from 0
+};
+
+Lengths copy(c10::OptionalIntArrayRef v) { return v ? Lengths(v->vec()) : std::nullopt; }
+Lengths copy(at::OptionalSymIntArrayRef v) { return v ? Lengths(C10_AS_INTARRAYREF_SLOW(*v).vec()) : std::nullopt; }
+
+// Per-batch lengths: one value for every batch, or the first b values (torch_npu's rule); absent, the full length.
+std::vector<int64_t> per_batch(const Lengths& given_lengths, int64_t b, int64_t full, const char* name,
+                               const char* op) {
+  if (!given_lengths || given_lengths->empty()) return std::vector<int64_t>(b, full);
+  const auto& v = *given_lengths;
+  TORCH_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) >= b, op, ": ", name, " must hold 1 or at least B = ",
+              b, " lengths, got ", v.size());
+  std::vector<int64_t> out(b);
+  for (int64_t i = 0; i < b; ++i) {
+    out[i] = v.size() == 1 ? v[0] : v[i];
+    TORCH_CHECK(out[i] >= 0 && out[i] <= full, op, ": ", name, "[", i, "] = ", out[i], " must be in [0, ", full, "]");
+  }
+  return out;
+}
+
+// Varlen: cumulative lengths -> per-sequence lengths.
+std::vector<int64_t> from_cumulative(const Lengths& cum, int64_t total, const char* name, const char* op) {
+  TORCH_CHECK(cum && !cum->empty(), op, ": input_layout TND needs ", name, " (the cumulative sequence lengths)");
+  std::vector<int64_t> out;
+  int64_t prev = 0;
+  for (int64_t c : *cum) {
+    TORCH_CHECK(c >= prev, op, ": ", name, " must be non-decreasing cumulative lengths, got ", *cum);
+    out.push_back(c - prev);
+    prev = c;
+  }
+  TORCH_CHECK(prev == total, op, ": the last of ", name, " (", prev, ") must equal the number of tokens T = ", total);
+  return out;
+}
+
+Problem describe(const Call& c, const std::vector<std::string>& layouts) {
+  const char* op = c.op;
+  Problem p;
+  TORCH_CHECK(std::find(layouts.begin(), layouts.end(), c.layout) != layouts.end(), op, ": input_layout '", c.layout,
+              "' is not supported; supported: ", c10::Join(", ", layouts));
+  const auto split = c.layout.find('_');
+  p.in = c.layout.substr(0, split);
+  p.out = split == std::string::npos ? p.in : c.layout.substr(split + 1);
+  p.varlen = p.in == "TND" || p.in == "NTD";
+  p.paged = given(c.block_table);
+  const auto qt = c.q.scalar_type();
+  TORCH_CHECK(qt == at::kHalf || qt == at::kBFloat16 || qt == at::kFloat, op,
+              ": query must be float16, bfloat16 or float32, got ", qt, " (int8 queries are not supported here)");
+  const bool int8_kv = c.k.scalar_type() == at::kChar;
+  TORCH_CHECK((c.k.scalar_type() == qt || int8_kv) && c.v.scalar_type() == c.k.scalar_type(), op,
+              ": key and value must have query's dtype ", qt, ", or be int8 with antiquant scales; got ",
+              c.k.scalar_type(), " and ", c.v.scalar_type());
+  TORCH_CHECK(!int8_kv || given(c.key_scale), op, ": int8 key and value need antiquant_scale "
+              "(or key_antiquant_scale and value_antiquant_scale)");
+  TORCH_CHECK(c.num_heads > 0, op, ": num_heads must be positive, got ", c.num_heads);
+  TORCH_CHECK(c.num_kv_heads >= 0, op, ": num_key_value_heads must not be negative, got ", c.num_kv_heads);
+  TORCH_CHECK(c.sparse_mode >= 0 && c.sparse_mode <= 4, op, ": sparse_mode ", c.sparse_mode,
+              " is not supported (0 default, 1 all, 2 left-up causal, 3 right-down causal, 4 band)");
+  p.n = c.num_heads;
+  const int64_t rank = (p.in == "BSH" || p.varlen) ? 3 : 4;
+  TORCH_CHECK(c.q.dim() == rank, op, ": input_layout ", c.layout, " takes a ", rank, "-D query, got ", c.q.sizes());
+  if (p.in == "BSH") {
+    TORCH_CHECK(c.q.size(2) % p.n == 0, op, ": the hidden size H = ", c.q.size(2),
+                " of query must be a multiple of num_heads = ", p.n);
+    p.b = c.q.size(0);
+    p.sq = c.q.size(1);
+    p.dq = c.q.size(2) / p.n;
+  } else if (p.varlen) {
+    const bool tnd = p.in == "TND";
+    TORCH_CHECK(c.q.size(tnd ? 1 : 0) == p.n, op, ": query's head count ", c.q.size(tnd ? 1 : 0),
+                " must equal num_heads = ", p.n);
+    p.t = c.q.size(tnd ? 0 : 1);
+    p.dq = c.q.size(2);
+  } else {
+    const bool bnsd = p.in == "BNSD";
+    p.b = c.q.size(0);
+    p.sq = c.q.size(bnsd ? 2 : 1);
+    TORCH_CHECK(c.q.size(bnsd ? 1 : 2) == p.n, op, ": query's head count ", c.q.size(bnsd ? 1 : 2),
+                " must equal num_heads = ", p.n);
+    p.dq = c.q.size(3);
+  }
+  p.n2 = c.num_kv_heads == 0 ? p.n : c.num_kv_heads;
+  TORCH_CHECK(p.n % p.n2 == 0, op, ": num_key_value_heads (", p.n2, ") must divide num_heads (", p.n, ")");
+
+  // key/value: their sequence length and value's head size.
+  TORCH_CHECK(c.k.dim() == c.v.dim(), op, ": key and value must have the same rank, got ", c.k.sizes(), " and ",
+              c.v.sizes());
+  if (p.paged) {
+    TORCH_CHECK(c.block_table->scalar_type() == at::kInt && c.block_table->dim() == 2, op,
+                ": block_table must be a 2-D int32 tensor [B, maxBlockNumPerSeq], got ",
+                c.block_table->scalar_type(), " ", c.block_table->sizes());
+    TORCH_CHECK(c.block_size > 0, op, ": block_table needs block_size, got ", c.block_size);
+    TORCH_CHECK(c.kvlens.has_value(), op, ": a paged key/value (block_table) needs actual_seq_lengths_kv");
+    // BnBsH: [blocks, block_size, N2 * D]; BnNBsD: [blocks, N2, block_size, D].
+    if (c.k.dim() == 3) {
+      TORCH_CHECK(c.k.size(1) == c.block_size && c.k.size(2) % p.n2 == 0 && c.v.size(2) % p.n2 == 0, op,
+                  ": a paged key/value [blocks, block_size, H] must have block_size = ", c.block_size,
+                  " and H a multiple of the ", p.n2, " key/value heads, got ", c.k.sizes());
+      TORCH_CHECK(c.k.size(2) / p.n2 == p.dq, op, ": key's head size ", c.k.size(2) / p.n2,
+                  " differs from query's ", p.dq);
+      p.dv = c.v.size(2) / p.n2;
+    } else {
+      TORCH_CHECK(c.k.dim() == 4 && c.k.size(1) == p.n2 && c.k.size(2) == c.block_size && c.k.size(3) == p.dq, op,
+                  ": a paged key [blocks, N2, block_size, D] must be [*, ", p.n2, ", ", c.block_size, ", ", p.dq,
+                  "], got ", c.k.sizes());
+      p.dv = c.v.size(3);
+    }
+    p.skv = c.block_table->size(1) * c.block_size;
+    if (!p.varlen)
+      TORCH_CHECK(c.block_table->size(0) == p.b, op, ": block_table has ", c.block_table->size(0),
+                  " rows for B = ", p.b);
+  } else if (p.in == "BSH") {
+    TORCH_CHECK(c.k.dim() == 3 && c.k.size(0) == p.b && c.v.size(0) == p.b && c.k.size(1) == c.v.size(1), op,
+                ": key and value must be [B, S, H] with query's B = ", p.b, ", got ", c.k.sizes(), " and ",
+                c.v.sizes());
+    TORCH_CHECK(c.k.size(2) == p.n2 * p.dq, op, ": key's hidden size ", c.k.size(2), " must be num_key_value_heads * D = ",
+                p.n2, " * ", p.dq);
+    TORCH_CHECK(c.v.size(2) % p.n2 == 0, op, ": value's hidden size ", c.v.size(2),
+                " must be a multiple of the key/value heads ", p.n2);
+    p.skv = c.k.size(1);
+    p.dv = c.v.size(2) / p.n2;
+  } else if (p.varlen) {
+    const bool tnd = p.in == "TND";
+    TORCH_CHECK(c.k.dim() == 3 && c.k.size(tnd ? 1 : 0) == p.n2 && c.k.size(2) == p.dq &&
+                    c.v.size(tnd ? 1 : 0) == p.n2 && c.v.size(tnd ? 0 : 1) == c.k.size(tnd ? 0 : 1), op,
+                ": key and value must be ", p.in, " with ", p.n2, " heads of query's head size ", p.dq, ", got ",
+                c.k.sizes(), " and ", c.v.sizes());
+    p.dv = c.v.size(2);
+  } else {
+    const bool bnsd = p.in == "BNSD";
+    TORCH_CHECK(c.k.dim() == 4 && c.k.size(0) == p.b && c.k.size(bnsd ? 1 : 2) == p.n2 && c.k.size(3) == p.dq &&
+                    c.v.size(0) == p.b && c.v.size(bnsd ? 1 : 2) == p.n2 &&
+                    c.v.size(bnsd ? 2 : 1) == c.k.size(bnsd ? 2 : 1), op,
+                ": key and value must be ", p.in, " with B = ", p.b, ", ", p.n2,
+                " heads (num_key_value_heads) and query's head size ", p.dq, ", got ", c.k.sizes(), " and ",
+                c.v.sizes());
+    p.skv = c.k.size(bnsd ? 2 : 1);
+    p.dv = c.v.size(3);
+  }
+  if (p.varlen) {
+    p.qlen = from_cumulative(c.qlens, p.t, "actual_seq_lengths", op);
+    p.b = static_cast<int64_t>(p.qlen.size());
+    p.q_cum = {0};
+    for (int64_t l : p.qlen) p.q_cum.push_back(p.q_cum.back() + l);
+    if (p.paged) {
+      p.kvlen = per_batch(c.kvlens, p.b, p.skv, "actual_seq_lengths_kv", op);
+    } else {
+      p.kvlen = from_cumulative(c.kvlens, c.k.size(p.in == "TND" ? 0 : 1), "actual_seq_lengths_kv", op);
+      TORCH_CHECK(static_cast<int64_t>(p.kvlen.size()) == p.b, op,
+                  ": actual_seq_lengths and actual_seq_lengths_kv must give as many sequences, got ", p.b, " and ",
+                  p.kvlen.size());
+      p.skv = *std::max_element(p.kvlen.begin(), p.kvlen.end());
+    }
+    p.sq = *std::max_element(p.qlen.begin(), p.qlen.end());
+  } else {
+    p.qlen = per_batch(c.qlens, p.b, p.sq, "actual_seq_lengths", op);
+    p.kvlen = per_batch(c.kvlens, p.b, p.skv, "actual_seq_lengths_kv", op);
+  }
+
+  TORCH_CHECK(given(c.query_rope) == given(c.key_rope), op, ": query_rope and key_rope go together");
+  if (given(c.query_rope)) {
+    TORCH_CHECK(c.query_rope->dim() == c.q.dim() && c.query_rope->sizes().slice(0, c.q.dim() - 1) ==
+                                                         c.q.sizes().slice(0, c.q.dim() - 1) &&
+                    c.query_rope->scalar_type() == qt, op,
+                ": query_rope must be query's dtype and shape but the last dim, got ", c.query_rope->sizes());
+    TORCH_CHECK(c.key_rope->dim() == c.k.dim() && c.key_rope->sizes().slice(0, c.k.dim() - 1) ==
+                                                       c.k.sizes().slice(0, c.k.dim() - 1), op,
+                ": key_rope must have key's shape but the last dim, got ", c.key_rope->sizes());
+    TORCH_CHECK(p.in != "BSH" && !(p.paged && c.k.dim() == 3), op,
+                ": query_rope/key_rope are supported here with the BSND, BNSD and TND layouts");
+  }
+
+  if (given(c.mask))
+    TORCH_CHECK(c.mask->scalar_type() == at::kBool || c.mask->scalar_type() == at::kChar ||
+                    c.mask->scalar_type() == at::kByte, op,
+                ": atten_mask must be bool, int8 or uint8, got ", c.mask->scalar_type());
+  const bool decode = p.sq == 1 && !given(c.query_rope);
+  if (c.sparse_mode >= 2 && !decode) {
+    TORCH_CHECK(given(c.mask) && c.mask->numel() == 2048 * 2048 && c.mask->size(-1) == 2048 && c.mask->size(-2) == 2048,
+                op, ": sparse_mode ", c.sparse_mode, " takes the compressed atten_mask of shape (2048, 2048), "
+                "(1, 2048, 2048) or (1, 1, 2048, 2048): torch.triu(torch.ones(2048, 2048), 1)");
+  }
+  if (c.sparse_mode == 1 && !decode) TORCH_CHECK(given(c.mask), op, ": sparse_mode 1 (allMask) needs atten_mask");
+  if (given(c.mask) && (c.sparse_mode <= 1 || decode)) {
+    const auto& m = *c.mask;
+    const bool ok = m.dim() >= 2 && m.dim() <= 4 && m.size(-1) >= p.skv &&
+                    (m.dim() == 2 && decode ? m.size(0) == p.b || m.size(0) == 1 : m.size(-2) >= p.sq) &&
+                    (m.dim() < 3 || m.size(0) == 1 || m.size(0) == p.b) &&
+                    (m.dim() < 4 || m.size(1) == 1 || m.size(1) == p.n);
+    TORCH_CHECK(ok && !p.varlen, op, ": atten_mask of shape ", m.sizes(), " must be (Q_S, KV_S), (B, Q_S, KV_S), ",
+                "(1, Q_S, KV_S), (B, 1, Q_S, KV_S) or (1, 1, Q_S, KV_S) (for Q_S = 1 also (B, KV_S)) with Q_S >= ",
+                p.sq, ", KV_S >= ", p.skv, p.varlen ? "; a TND call takes the compressed mask with sparse_mode 2 to 4" : "");
+  }
+  if (given(c.pse)) {
+    const auto& s = *c.pse;
+    TORCH_CHECK(s.dim() == 4 && (s.size(0) == 1 || s.size(0) == p.b) && s.size(1) == p.n && s.size(2) >= p.sq &&
+                    s.size(3) >= p.skv && !p.varlen, op,
+                ": pse_shift of shape ", s.sizes(), " must be (B, N, Q_S, KV_S) or (1, N, Q_S, KV_S), B = ", p.b,
+                ", N = ", p.n, ", Q_S = ", p.sq, ", KV_S = ", p.skv);
+  }
+  if (given(c.quant_scale2))
+    TORCH_CHECK(c.quant_scale2->numel() == 1 || c.quant_scale2->numel() == p.n * p.dv, op,
+                ": quant_scale2 must be per tensor (1 value) or per channel (N * D = ", p.n * p.dv, " values), got ",
+                c.quant_scale2->sizes());
+  if (given(c.quant_offset2))
+    TORCH_CHECK(given(c.quant_scale2) && c.quant_offset2->sizes() == c.quant_scale2->sizes(), op,
+                ": quant_offset2 needs quant_scale2 of the same shape");
+  for (const Opt* s : {&c.key_scale, &c.value_scale, &c.key_offset, &c.value_offset})
+    if (given(*s))
+      TORCH_CHECK((*s)->numel() == 1 || (*s)->numel() == p.n2 * ((s == &c.value_scale || s == &c.value_offset)
+                                                                      ? p.dv : p.dq), op,
+                  ": an antiquant scale or offset must be per tensor or per channel (num_key_value_heads * D "
+                  "values), got shape ", (*s)->sizes());
+  return p;
+}
+
+// ------------------------------------------------------------------------------------------------ the kernel
+
+// [B, N, S, D] from a query-like tensor of layout `in` (not varlen).
+at::Tensor to_bnsd(const at::Tensor& t, const std::string& in, int64_t heads) {
+  if (in == "BSH") return t.unflatten(2, {heads, -1}).permute({0, 2, 1, 3});
+  if (in == "BSND") return t.permute({0, 2, 1, 3});
+  return t;
+}
+
+// Varlen [T, N, D] (or [N, T, D]) -> [B, N, maxS, D], sequence i from cum[i], zero-padded.
+at::Tensor pad_varlen(const at::Tensor& t, const std::string& in, const std::vector<int64_t>& lens, int64_t max_len) {
+  const at::Tensor tnd = in == "NTD" ? t.transpose(0, 1) : t;
+  std::vector<at::Tensor> seqs;
+  int64_t start = 0;
+  for (int64_t l : lens) {
+    seqs.push_back(at::constant_pad_nd(tnd.narrow(0, start, l).permute({1, 0, 2}), {0, 0, 0, max_len - l}));
+    start += l;
+  }
+  return at::stack(seqs);
+}
+
+// The paged cache of one of key/value as [B, N2, blocks * block_size, D].
+at::Tensor gather_pages(const at::Tensor& cache, const at::Tensor& table, int64_t n2) {
+  const at::Tensor ids = table.to(at::kLong).clamp(0, cache.size(0) - 1);  // unused entries: any block, masked out
+  const at::Tensor pages = cache.index_select(0, ids.flatten()).unflatten(0, {table.size(0), table.size(1)});
+  if (cache.dim() == 3)  // [B, blocks, block_size, N2 * D]
+    return pages.flatten(1, 2).unflatten(2, {n2, -1}).permute({0, 2, 1, 3});
+  return pages.permute({0, 2, 1, 3, 4}).flatten(2, 3);  // [B, blocks, N2, block_size, D] -> [B, N2, S, D]
+}
+
+at::Tensor kv_bnsd(const at::Tensor& t, const Call& c, const Problem& p) {
+  if (p.paged) return gather_pages(t, *c.block_table, p.n2);
+  if (p.varlen) return pad_varlen(t, p.in, p.kvlen, p.skv);
+  return to_bnsd(t, p.in, p.n2);
+}
+
+// An antiquant scale/offset as [1, N2, 1, D] (per channel) or [1, 1, 1, 1] (per tensor).
+at::Tensor per_channel(const at::Tensor& s, int64_t n2, int64_t d) {
+  return s.numel() == 1 ? s.reshape({1, 1, 1, 1}) : s.reshape({1, n2, 1, d});
+}
+
+at::Tensor dequantize(const at::Tensor& kv, const Opt& scale, const Opt& offset, const Problem& p, int64_t d,
+                      c10::ScalarType dtype) {
+  if (kv.scalar_type() != at::kChar) return kv.to(at::kFloat);
+  at::Tensor x = kv.to(at::kFloat);
+  if (given(offset)) x = x + per_channel(offset->to(at::kFloat), p.n2, d);
+  // Rounded to the query's dtype, which the dequantized cache is in on the chip.
+  return (x * per_channel(scale->to(at::kFloat), p.n2, d)).to(dtype).to(at::kFloat);
+}
+
+// True where a score is masked out: [B, 1 or N, Sq, Skv].
+at::Tensor masked_positions(const Call& c, const Problem& p, const at::TensorOptions& cpu) {
+  const auto lopt = cpu.dtype(at::kLong);
+  const at::Tensor i = at::arange(p.sq, lopt).view({1, 1, -1, 1});
+  const at::Tensor j = at::arange(p.skv, lopt).view({1, 1, 1, -1});
+  const at::Tensor qlen = at::tensor(p.qlen, lopt).view({-1, 1, 1, 1});
+  const at::Tensor kvlen = at::tensor(p.kvlen, lopt).view({-1, 1, 1, 1});
+  // Past each sequence's actual lengths (rows past the query's length are all masked: zeros out).
+  at::Tensor m = j.ge(kvlen).logical_or(i.ge(qlen));
+  const bool decode = p.sq == 1 && !given(c.query_rope);
+  if (decode) {
+    if (given(c.mask)) {
+      const at::Tensor& u = *c.mask;
+      // (B, KV_S), (B, 1, KV_S) or (B, 1, 1, KV_S): the first row of each batch's mask.
+      const at::Tensor user = u.dim() == 2 ? u.view({u.size(0), 1, 1, u.size(1)}) : u.dim() == 3 ? u.unsqueeze(1) : u;
+      m = m.logical_or(user.narrow(-1, 0, p.skv).narrow(-2, 0, 1).to(at::kBool));
+    }
+    return m;
+  }
+  const at::Tensor diff = j - i;
+  const at::Tensor shift = kvlen - qlen;  // the bottom-right corner of each sequence
+  switch (c.sparse_mode) {
+    case 0:
+      if (given(c.mask)) {
+        const at::Tensor& u = *c.mask;
+        const at::Tensor user = u.dim() == 2 ? u.view({1, 1, u.size(0), u.size(1)})
+                                : u.dim() == 3 ? u.unsqueeze(1) : u;
+        m = m.logical_or(user.narrow(-2, 0, p.sq).narrow(-1, 0, p.skv).to(at::kBool));
+        // The band -pre_tokens <= j - i <= next_tokens, from the top-left corner (ignored without a mask).
+        m = m.logical_or(diff.gt(c.next)).logical_or(diff.lt(-c.pre));
+      }
+      return m;
+    case 1: {
+      const at::Tensor& u = *c.mask;
+      const at::Tensor user = u.dim() == 2 ? u.view({1, 1, u.size(0), u.size(1)}) : u.dim() == 3 ? u.unsqueeze(1) : u;
+      return m.logical_or(user.narrow(-2, 0, p.sq).narrow(-1, 0, p.skv).to(at::kBool));
+    }
+    case 2:
+      return m.logical_or(diff.gt(0));
+    case 3:
+      return m.logical_or(diff.gt(shift));
+    default:
+      return m.logical_or((diff - shift).gt(c.next)).logical_or((diff - shift).lt(-c.pre));
+  }
+}
+
+void check_compressed_mask(const Call& c) {
+  // Leaked: compute threads may still compare against it while the process exits.
+  static const at::Tensor& expected = *new at::Tensor(at::ones({2048, 2048}, at::kBool).triu_(1));
+  TORCH_CHECK(at::equal(c.mask->reshape({2048, 2048}).to(at::kBool), expected), c.op, ": sparse_mode ",
+              c.sparse_mode, " takes the compressed atten_mask torch.triu(torch.ones(2048, 2048), diagonal=1) (True "
+              "above the diagonal); the atten_mask given differs");
+}
+
+using FaSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, c10::string_view, const Opt&, const Opt&,
+    const Opt&, double, double, int64_t, int64_t, int64_t, c10::OptionalIntArrayRef, c10::OptionalIntArrayRef,
+    c10::OptionalIntArrayRef, int64_t, int64_t, int64_t);
+
+// attention_out [B, N, Sq, Dv] and softmax_lse [B, N, Sq, 1], float32.
+std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
+  const auto dtype = c.q.scalar_type();
+  at::Tensor q = p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n);
+  at::Tensor k = dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, p, p.dq, dtype);
+  at::Tensor v = dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, p, p.dv, dtype);
+  q = q.to(at::kFloat);
+  if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
+    const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
+    const at::Tensor kr = kv_bnsd(*c.key_rope, c, p);
+    q = at::cat({q, qr.to(at::kFloat)}, -1);
+    k = at::cat({k, kr.to(at::kFloat)}, -1);
+  }
+  // npu_fusion_attention's kernel takes key and value of one shape: value padded with zero columns, dropped after.
+  const int64_t dk = k.size(-1);
+  if (v.size(-1) < dk) {
+    v = at::constant_pad_nd(v, {0, dk - v.size(-1)});
+  } else if (v.size(-1) > dk) {
+    k = at::constant_pad_nd(k, {0, v.size(-1) - dk});
+    q = at::constant_pad_nd(q, {0, v.size(-1) - dk});
+  }
+  // softmax(scale * q k^T + pse): the scale folded into the query, so the kernel's pse (added before its scale of 1)
+  // is torch_npu's pse_shift.
+  q = q * c.scale;
+  Opt pse;
+  if (given(c.pse)) pse = c.pse->narrow(2, 0, p.sq).narrow(3, 0, p.skv).to(at::kFloat);
+  if (given(c.mask) && c.sparse_mode >= 2 && !(p.sq == 1 && !given(c.query_rope))) check_compressed_mask(c);
+  const at::Tensor masked = masked_positions(c, p, q.options());
+  static const auto kernel = npu_op<FaSig>("npu::_npu_fusion_attention");
+  auto [out, max, sum, unused] =
+      kernel.call(q.contiguous(), k.contiguous(), v.contiguous(), p.n, "BNSD", pse, std::nullopt, masked, 1., 1.,
+                  kBig, kBig, 0, std::nullopt, std::nullopt, std::nullopt, 1, 0, 0);
+  out = out.narrow(-1, 0, p.dv);
+  const at::Tensor lse = max.narrow(-1, 0, 1) + sum.narrow(-1, 0, 1).log();
+  return {out, lse};
+}
+
+// [B, N, Sq, D] -> the output layout (varlen: unpadded).
+at::Tensor from_bnsd(const at::Tensor& t, const Problem& p) {
+  if (p.varlen) {
+    std::vector<at::Tensor> seqs;
+    for (int64_t i = 0; i < p.b; ++i) seqs.push_back(t[i].narrow(1, 0, p.qlen[i]).permute({1, 0, 2}));
+    const at::Tensor tnd = at::cat(seqs);  // [T, N, D]
+    return p.out == "NTD" ? tnd.transpose(0, 1).contiguous() : tnd.contiguous();
+  }
+  if (p.out == "BSH") return t.permute({0, 2, 1, 3}).flatten(2).contiguous();
+  if (p.out == "BSND") return t.permute({0, 2, 1, 3}).contiguous();
+  if (p.out == "NBSD") return t.permute({1, 0, 2, 3}).contiguous();
+  return t.contiguous();
+}
+
+std::vector<int64_t> out_shape(const Problem& p) {
+  if (p.varlen) return p.out == "NTD" ? std::vector<int64_t>{p.n, p.t, p.dv} : std::vector<int64_t>{p.t, p.n, p.dv};
+  if (p.out == "BSH") return {p.b, p.sq, p.n * p.dv};
+  if (p.out == "BSND") return {p.b, p.sq, p.n, p.dv};
+  if (p.out == "NBSD") return {p.n, p.b, p.sq, p.dv};
+  return {p.b, p.n, p.sq, p.dv};
+}
+
+c10::ScalarType out_dtype(const Call& c) { return given(c.quant_scale2) ? at::kChar : c.q.scalar_type(); }
+
+// The output quantized (quant_scale2), rounded to its dtype.
+at::Tensor finish(const Call& c, const Problem& p, at::Tensor out) {
+  if (given(c.quant_scale2)) {
+    const auto shape = c.quant_scale2->numel() == 1 ? std::vector<int64_t>{1, 1, 1, 1}
+                                                    : std::vector<int64_t>{1, p.n, 1, p.dv};
+    out = out * c.quant_scale2->to(at::kFloat).reshape(shape);
+    if (given(c.quant_offset2)) out = out + c.quant_offset2->to(at::kFloat).reshape(shape);
+    out = out.round().clamp(-128, 127);
+  }
+  return from_bnsd(out.to(out_dtype(c)), p);
+}
+
+at::Tensor lse_output(const Call& c, const Problem& p, const at::Tensor& lse) {
+  if (!c.lse) return at::zeros({1}, c.q.options().dtype(at::kFloat));
+  if (!p.varlen) return lse.contiguous();
+  std::vector<at::Tensor> seqs;
+  for (int64_t i = 0; i < p.b; ++i) seqs.push_back(lse[i].narrow(1, 0, p.qlen[i]).permute({1, 0, 2}));
+  return at::cat(seqs).contiguous();  // [T, N, 1]
+}
+
+std::vector<int64_t> lse_shape(const Call& c, const Problem& p) {
+  if (!c.lse) return {1};
+  if (p.varlen) return {p.t, p.n, 1};
+  return {p.b, p.n, p.sq, 1};
+}
+
+
+void refuse(const Opt& t, const char* name, const char* op) {
+  TORCH_CHECK(!given(t), op, ": ", name, " is not supported here");
+}
+
+// ------------------------------------------------------------------------------------------------ the three ops
+
+const std::vector<std::string> kPromptLayouts{"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"};
+const std::vector<std::string> kIncreLayouts{"BSH", "BSND", "BNSD"};
+const std::vector<std::string> kFusedLayouts{"BSH",       "BSND",      "BNSD",    "BNSD_BSND", "BSH_NBSD",
+                                             "BSND_NBSD", "BNSD_NBSD", "TND",     "TND_NTD",   "NTD_TND"};
+
+Call prompt_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                 const Opt& atten_mask, const Opt& pse_shift, c10::OptionalIntArrayRef actual_seq_lengths,
+                 const Opt& deq_scale1, const Opt& quant_scale1, const Opt& deq_scale2, const Opt& quant_scale2,
+                 const Opt& quant_offset2, int64_t num_heads, double scale_value, int64_t pre_tokens,
+                 int64_t next_tokens, c10::string_view input_layout, int64_t num_key_value_heads,
+                 c10::OptionalIntArrayRef actual_seq_lengths_kv, int64_t sparse_mode) {
+  constexpr const char* op = "npu_prompt_flash_attention";
+  refuse(padding_mask, "padding_mask (reserved by torch_npu)", op);
+  refuse(deq_scale1, "deq_scale1 (int8 query/key/value)", op);
+  refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
+  refuse(deq_scale2, "deq_scale2 (int8 query/key/value)", op);
+  Call c{op, q, k, v};
+  c.pse = pse_shift;
+  c.mask = atten_mask;
+  c.quant_scale2 = quant_scale2;
+  c.quant_offset2 = quant_offset2;
+  c.qlens = copy(actual_seq_lengths);
+  c.kvlens = copy(actual_seq_lengths_kv);
+  c.num_heads = num_heads;
+  c.num_kv_heads = num_key_value_heads;
+  c.scale = scale_value;
+  c.pre = pre_tokens;
+  c.next = next_tokens;
+  c.layout = std::string(input_layout);
+  c.sparse_mode = sparse_mode;
+  return c;
+}
+
+at::Tensor prompt_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                       const Opt& atten_mask, const Opt& pse_shift, c10::OptionalIntArrayRef actual_seq_lengths,
+                       const Opt& deq_scale1, const Opt& quant_scale1, const Opt& deq_scale2, const Opt& quant_scale2,
+                       const Opt& quant_offset2, int64_t num_heads, double scale_value, int64_t pre_tokens,
+                       int64_t next_tokens, c10::string_view input_layout, int64_t num_key_value_heads,
+                       c10::OptionalIntArrayRef actual_seq_lengths_kv, int64_t sparse_mode) {
+  const Call c = prompt_call(q, k, v, padding_mask, atten_mask, pse_shift, actual_seq_lengths, deq_scale1,
+                             quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value,
+                             pre_tokens, next_tokens, input_layout, num_key_value_heads, actual_seq_lengths_kv,
+                             sparse_mode);
+  const Problem p = describe(c, kPromptLayouts);
+  return at::empty(out_shape(p), q.options().dtype(out_dtype(c)));
+}
+
+at::Tensor prompt_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                      const Opt& atten_mask, const Opt& pse_shift, c10::OptionalIntArrayRef actual_seq_lengths,
+                      const Opt& deq_scale1, const Opt& quant_scale1, const Opt& deq_scale2, const Opt& quant_scale2,
+                      const Opt& quant_offset2, int64_t num_heads, double scale_value, int64_t pre_tokens,
+                      int64_t next_tokens, c10::string_view input_layout, int64_t num_key_value_heads,
+                      c10::OptionalIntArrayRef actual_seq_lengths_kv, int64_t sparse_mode) {
+  const Call c = prompt_call(q, k, v, padding_mask, atten_mask, pse_shift, actual_seq_lengths, deq_scale1,
+                             quant_scale1, deq_scale2, quant_scale2, quant_offset2, num_heads, scale_value,
+                             pre_tokens, next_tokens, input_layout, num_key_value_heads, actual_seq_lengths_kv,
+                             sparse_mode);
+  const Problem p = describe(c, kPromptLayouts);
+  return finish(c, p, attend(c, p).first);
+}
+
+Call incre_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                const Opt& atten_mask, const Opt& pse_shift, at::OptionalSymIntArrayRef actual_seq_lengths,
+                const Opt& antiquant_scale, const Opt& antiquant_offset, const Opt& block_table,
+                const Opt& dequant_scale1, const Opt& quant_scale1, const Opt& dequant_scale2,
+                const Opt& quant_scale2, const Opt& quant_offset2, const Opt& kv_padding_size, int64_t num_heads,
+                double scale_value, c10::string_view input_layout, int64_t num_key_value_heads, int64_t block_size,
+                int64_t inner_precise) {
+  constexpr const char* op = "npu_incre_flash_attention";
+  refuse(padding_mask, "padding_mask (reserved by torch_npu)", op);
+  refuse(kv_padding_size, "kv_padding_size (left padding)", op);
+  refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
+  refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
+  refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
+  Call c{op, q, k, v};
+  c.pse = pse_shift;
+  c.mask = atten_mask;
+  c.block_table = block_table;
+  c.quant_scale2 = quant_scale2;
+  c.quant_offset2 = quant_offset2;
+  // antiquant_scale / antiquant_offset: [2, ...], row 0 for the key, row 1 for the value.
+  if (given(antiquant_scale)) {
+    c.key_scale = (*antiquant_scale)[0];
+    c.value_scale = (*antiquant_scale)[1];
+  }
+  if (given(antiquant_offset)) {
+    c.key_offset = (*antiquant_offset)[0];
+    c.value_offset = (*antiquant_offset)[1];
+  }
+  c.kvlens = copy(actual_seq_lengths);  // the key/value lengths: the query has one token
+  c.num_heads = num_heads;
+  c.num_kv_heads = num_key_value_heads;
+  c.scale = scale_value;
+  c.layout = std::string(input_layout);
+  c.block_size = block_size;
+  return c;
+}
+
+void check_incre(const Call& c, const Problem& p) {
+  TORCH_CHECK(p.sq == 1, c.op, ": the query must have one token per batch (S = 1), got ", p.sq);
+  if (given(c.key_scale)) TORCH_CHECK(c.k.scalar_type() == at::kChar, c.op, ": antiquant_scale needs int8 key/value");
+}
+
+at::Tensor incre_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                      const Opt& atten_mask, const Opt& pse_shift, at::OptionalSymIntArrayRef actual_seq_lengths,
+                      const Opt& antiquant_scale, const Opt& antiquant_offset, const Opt& block_table,
+                      const Opt& dequant_scale1, const Opt& quant_scale1, const Opt& dequant_scale2,
+                      const Opt& quant_scale2, const Opt& quant_offset2, const Opt& kv_padding_size,
+                      int64_t num_heads, double scale_value, c10::string_view input_layout,
+                      int64_t num_key_value_heads, int64_t block_size, int64_t inner_precise) {
+  const Call c = incre_call(q, k, v, padding_mask, atten_mask, pse_shift, actual_seq_lengths, antiquant_scale,
+                            antiquant_offset, block_table, dequant_scale1, quant_scale1, dequant_scale2, quant_scale2,
+                            quant_offset2, kv_padding_size, num_heads, scale_value, input_layout,
+                            num_key_value_heads, block_size, inner_precise);
+  const Problem p = describe(c, kIncreLayouts);
+  check_incre(c, p);
+  return at::empty(out_shape(p), q.options().dtype(out_dtype(c)));
+}
+
+at::Tensor incre_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& padding_mask,
+                     const Opt& atten_mask, const Opt& pse_shift, at::OptionalSymIntArrayRef actual_seq_lengths,
+                     const Opt& antiquant_scale, const Opt& antiquant_offset, const Opt& block_table,
+                     const Opt& dequant_scale1, const Opt& quant_scale1, const Opt& dequant_scale2,
+                     const Opt& quant_scale2, const Opt& quant_offset2, const Opt& kv_padding_size,
+                     int64_t num_heads, double scale_value, c10::string_view input_layout,
+                     int64_t num_key_value_heads, int64_t block_size, int64_t inner_precise) {
+  const Call c = incre_call(q, k, v, padding_mask, atten_mask, pse_shift, actual_seq_lengths, antiquant_scale,
+                            antiquant_offset, block_table, dequant_scale1, quant_scale1, dequant_scale2, quant_scale2,
+                            quant_offset2, kv_padding_size, num_heads, scale_value, input_layout,
+                            num_key_value_heads, block_size, inner_precise);
+  const Problem p = describe(c, kIncreLayouts);
+  check_incre(c, p);
+  return finish(c, p, attend(c, p).first);
+}
+
+#define FUSED_INFER_PARAMS                                                                                        \
+  const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const Opt &pse_shift, const Opt &atten_mask,     \
+      at::OptionalSymIntArrayRef actual_seq_lengths, at::OptionalSymIntArrayRef actual_seq_lengths_kv,            \
+      const Opt &dequant_scale1, const Opt &quant_scale1, const Opt &dequant_scale2, const Opt &quant_scale2,     \
+      const Opt &quant_offset2, const Opt &antiquant_scale, const Opt &antiquant_offset,                          \
+      const Opt &key_antiquant_scale, const Opt &key_antiquant_offset, const Opt &value_antiquant_scale,          \
+      const Opt &value_antiquant_offset, const Opt &block_table, const Opt &query_padding_size,                   \
+      const Opt &kv_padding_size, const Opt &key_shared_prefix, const Opt &value_shared_prefix,                   \
+      at::OptionalSymIntArrayRef actual_shared_prefix_len, const Opt &query_rope, const Opt &key_rope,            \
+      const Opt &key_rope_antiquant_scale, int64_t num_heads, double scale, int64_t pre_tokens,                   \
+      int64_t next_tokens, c10::string_view input_layout, int64_t num_key_value_heads, int64_t sparse_mode,       \
+      int64_t inner_precise, int64_t block_size, int64_t antiquant_mode, int64_t key_antiquant_mode,             \
+      int64_t value_antiquant_mode, bool softmax_lse_flag
+
+#define FUSED_INFER_ARGS                                                                                          \
+  q, k, v, pse_shift, atten_mask, actual_seq_lengths, actual_seq_lengths_kv, dequant_scale1, quant_scale1,        \
+      dequant_scale2, quant_scale2, quant_offset2, antiquant_scale, antiquant_offset, key_antiquant_scale,        \
+      key_antiquant_offset, value_antiquant_scale, value_antiquant_offset, block_table, query_padding_size,       \
+      kv_padding_size, key_shared_prefix, value_shared_prefix, actual_shared_prefix_len, query_rope, key_rope,    \
+      key_rope_antiquant_scale, num_heads, scale, pre_tokens, next_tokens, input_layout, num_key_value_heads,     \
+      sparse_mode, inner_precise, block_size, antiquant_mode, key_antiquant_mode, value_antiquant_mode,           \
+      softmax_lse_flag
+
+Call fused_call(FUSED_INFER_PARAMS) {
+  constexpr const char* op = "npu_fused_infer_attention_score";
+  refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
+  refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
+  refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
+  refuse(query_padding_size, "query_padding_size (left padding)", op);
+  refuse(kv_padding_size, "kv_padding_size (left padding)", op);
+  refuse(key_shared_prefix, "key_shared_prefix", op);
+  refuse(value_shared_prefix, "value_shared_prefix", op);
+  refuse(key_rope_antiquant_scale, "key_rope_antiquant_scale (reserved by torch_npu)", op);
+  TORCH_CHECK(antiquant_mode == 0 && key_antiquant_mode == 0 && value_antiquant_mode == 0, op,
+              ": only the per-channel / per-tensor antiquant mode (0) is supported here, got antiquant_mode ",
+              antiquant_mode, ", key_antiquant_mode ", key_antiquant_mode, ", value_antiquant_mode ",
+              value_antiquant_mode);
+  TORCH_CHECK(given(key_antiquant_scale) == given(value_antiquant_scale), op,
+              ": key_antiquant_scale and value_antiquant_scale go together");
+  TORCH_CHECK(!(given(antiquant_scale) && given(key_antiquant_scale)), op,
+              ": give antiquant_scale or key_antiquant_scale/value_antiquant_scale, not both");
+  Call c{op, q, k, v};
+  c.pse = pse_shift;
+  c.mask = atten_mask;
+  c.block_table = block_table;
+  c.quant_scale2 = quant_scale2;
+  c.quant_offset2 = quant_offset2;
+  if (given(antiquant_scale)) {
+    c.key_scale = (*antiquant_scale)[0];
+    c.value_scale = (*antiquant_scale)[1];
+    if (given(antiquant_offset)) {
+      c.key_offset = (*antiquant_offset)[0];
+      c.value_offset = (*antiquant_offset)[1];
+    }
+  } else {
+    c.key_scale = key_antiquant_scale;
+    c.value_scale = value_antiquant_scale;
+    c.key_offset = key_antiquant_offset;
+    c.value_offset = value_antiquant_offset;
+  }
+  c.query_rope = query_rope;
+  c.key_rope = key_rope;
+  c.qlens = copy(actual_seq_lengths);
+  c.kvlens = copy(actual_seq_lengths_kv);
+  c.num_heads = num_heads;
+  c.num_kv_heads = num_key_value_heads;
+  c.scale = scale;
+  c.pre = pre_tokens;
+  c.next = next_tokens;
+  c.layout = std::string(input_layout);
+  c.sparse_mode = sparse_mode;
+  c.block_size = block_size;
+  c.lse = softmax_lse_flag;
+  return c;
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_meta(FUSED_INFER_PARAMS) {
+  const Call c = fused_call(FUSED_INFER_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  return {at::empty(out_shape(p), q.options().dtype(out_dtype(c))),
+          at::empty(lse_shape(c, p), q.options().dtype(at::kFloat))};
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_cpu(FUSED_INFER_PARAMS) {
+  const Call c = fused_call(FUSED_INFER_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  const auto [out, lse] = attend(c, p);
+  return {finish(c, p, out), lse_output(c, p, lse)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, Meta, m) {
+  m.impl("npu_prompt_flash_attention", prompt_meta);
+  m.impl("npu_incre_flash_attention", incre_meta);
+  m.impl("npu_fused_infer_attention_score", fused_meta);
+}
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_prompt_flash_attention", prompt_cpu);
+  m.impl("npu_incre_flash_attention", incre_cpu);
+  m.impl("npu_fused_infer_attention_score", fused_cpu);
+}
+
+}  // namespace softnpu::fused

@@ -1,0 +1,283 @@
+"""torch_npu's inference attention (csrc/fused/attention/infer_attention.cpp): npu_prompt_flash_attention,
+npu_incre_flash_attention, npu_fused_infer_attention_score.
+
+Each call is checked against a float64 reference written here (softmax(scale * q k^T + pse_shift, masked) @ v, per
+batch with its actual lengths, grouped key/value heads repeated) and, on npu, against the CPU path of the same op;
+with the call forms of vLLM-Ascend (paged decode, TND prefill with sparse_mode 3) and MLA's rope inputs, errors at
+the call, and torch.compile tracing the ops through their Meta kernels.
+"""
+
+import math
+
+import pytest
+import torch
+import torch_npu
+
+TOL = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.float16: dict(atol=2e-3, rtol=2e-3),
+       torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+COMPRESSED = torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1)
+
+
+def reference(q, k, v, scale, pse=None, mask=None, qlen=None, kvlen=None):
+    """q [B, N, Sq, D], k/v [B, N2, Skv, D]; mask True = masked, broadcast to [B, N, Sq, Skv]; rows past qlen zero."""
+    b, n, sq, _ = q.shape
+    g = n // k.shape[1]
+    k, v = k.double().repeat_interleave(g, 1), v.double().repeat_interleave(g, 1)
+    s = scale * (q.double() @ k.transpose(-1, -2))
+    if pse is not None:
+        s = s + pse.double()
+    full = torch.zeros(b, 1, sq, k.shape[2], dtype=torch.bool)
+    if mask is not None:
+        full = full | mask
+    for i in range(b):
+        if kvlen is not None:
+            full[i, :, :, kvlen[i]:] = True
+        if qlen is not None:
+            full[i, :, qlen[i]:, :] = True
+    p = torch.softmax(s.masked_fill(full, -math.inf), -1).nan_to_num(0.0)
+    return p @ v, torch.logsumexp(s.masked_fill(full, -math.inf), -1, keepdim=True)
+
+
+def bsh(t):  # [B, N, S, D] -> [B, S, N * D]
+    return t.permute(0, 2, 1, 3).flatten(2)
+
+
+def bsnd(t):
+    return t.permute(0, 2, 1, 3)
+
+
+def on_npu(fn, *args, **kwargs):
+    move = lambda a: a.npu() if isinstance(a, torch.Tensor) else a  # noqa: E731
+    out = fn(*[move(a) for a in args], **{k: move(v) for k, v in kwargs.items()})
+    return tuple(o.cpu() for o in out) if isinstance(out, tuple) else out.cpu()
+
+
+def qkv(b=2, n=4, n2=2, sq=5, skv=7, d=16, dtype=torch.float16, dv=None):
+    g = torch.Generator().manual_seed(b * 100 + sq * 10 + skv)
+    q = torch.randn(b, n, sq, d, generator=g).to(dtype)
+    k = torch.randn(b, n2, skv, d, generator=g).to(dtype)
+    v = torch.randn(b, n2, skv, dv or d, generator=g).to(dtype)
+    return q, k, v
+
+
+# ------------------------------------------------------------------------------------------------ prompt
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_prompt_flash_attention_bsh_gqa_causal(dtype):
+    q, k, v = qkv(sq=6, skv=6, dtype=dtype)
+    causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1)
+    scale = 1 / math.sqrt(16)
+    # The documented call: a causal atten_mask with next_tokens=0 (its default).
+    got = on_npu(torch_npu.npu_prompt_flash_attention, bsh(q), bsh(k), bsh(v), atten_mask=causal, num_heads=4,
+                 num_key_value_heads=2, scale_value=scale, input_layout="BSH")
+    want, _ = reference(q, k, v, scale, mask=causal)
+    assert got.dtype == dtype and got.shape == (2, 6, 64)
+    torch.testing.assert_close(got.double(), bsh(want), **TOL[dtype])
+    cpu = torch_npu.npu_prompt_flash_attention(bsh(q), bsh(k), bsh(v), atten_mask=causal, num_heads=4,
+                                               num_key_value_heads=2, scale_value=scale, input_layout="BSH")
+    assert torch.equal(got, cpu)
+
+
+def test_prompt_flash_attention_actual_lengths_pse_and_layouts():
+    q, k, v = qkv(b=3, sq=5, skv=8, dtype=torch.float16)
+    pse = torch.randn(1, 4, 5, 8).half()
+    qlen, kvlen = [5, 3, 4], [8, 6, 2]
+    got = on_npu(torch_npu.npu_prompt_flash_attention, q, k, v, pse_shift=pse, actual_seq_lengths=qlen,
+                 actual_seq_lengths_kv=kvlen, num_heads=4, num_key_value_heads=2, scale_value=0.3,
+                 input_layout="BNSD")
+    want, _ = reference(q, k, v, 0.3, pse=pse, qlen=qlen, kvlen=kvlen)
+    torch.testing.assert_close(got.double(), want, **TOL[torch.float16])
+    assert got[1, :, 3:].eq(0).all()  # rows past the query's actual length are zeros
+    # BNSD in, BSND out; and BSND in
+    got = on_npu(torch_npu.npu_prompt_flash_attention, q, k, v, num_heads=4, num_key_value_heads=2,
+                 scale_value=0.3, input_layout="BNSD_BSND")
+    want, _ = reference(q, k, v, 0.3)
+    torch.testing.assert_close(got.double(), bsnd(want), **TOL[torch.float16])
+    got = on_npu(torch_npu.npu_prompt_flash_attention, bsnd(q).contiguous(), bsnd(k).contiguous(),
+                 bsnd(v).contiguous(), num_heads=4, num_key_value_heads=2, scale_value=0.3, input_layout="BSND")
+    torch.testing.assert_close(got.double(), bsnd(want), **TOL[torch.float16])
+
+
+@pytest.mark.parametrize("sparse_mode", [2, 3, 4])
+def test_prompt_flash_attention_sparse_modes(sparse_mode):
+    q, k, v = qkv(b=1, sq=4, skv=9, dtype=torch.bfloat16)
+    got = on_npu(torch_npu.npu_prompt_flash_attention, q, k, v, atten_mask=COMPRESSED, sparse_mode=sparse_mode,
+                 pre_tokens=3, next_tokens=1, num_heads=4, num_key_value_heads=2, input_layout="BNSD")
+    i, j = torch.arange(4)[:, None], torch.arange(9)[None, :]
+    shift = 9 - 4
+    mask = {2: j > i, 3: j - i > shift, 4: (j - i - shift > 1) | (j - i - shift < -3)}[sparse_mode]
+    want, _ = reference(q, k, v, 1.0, mask=mask)
+    torch.testing.assert_close(got.double(), want, **TOL[torch.bfloat16])
+
+
+def test_prompt_flash_attention_tnd_and_int8_output():
+    torch.manual_seed(0)
+    lens, n, d = [3, 5], 2, 16
+    q, k, v = (torch.randn(8, n, d).half() for _ in range(3))
+    got = on_npu(torch_npu.npu_prompt_flash_attention, q, k, v, atten_mask=COMPRESSED, sparse_mode=3,
+                 actual_seq_lengths=[3, 8], actual_seq_lengths_kv=[3, 8], num_heads=n, scale_value=0.25,
+                 input_layout="TND")
+    start = 0
+    for length in lens:
+        seq = lambda t: t[start:start + length].permute(1, 0, 2)[None]  # noqa: E731
+        want, _ = reference(seq(q), seq(k), seq(v), 0.25, mask=torch.triu(torch.ones(length, length, dtype=torch.bool), 1))
+        torch.testing.assert_close(got[start:start + length].double(), want[0].permute(1, 0, 2), **TOL[torch.float16])
+        start += length
+    # quant_scale2 / quant_offset2: the output quantized to int8
+    qb, kb, vb = qkv(b=1, sq=3, skv=3)
+    qs, qo = torch.tensor([20.0]), torch.tensor([1.0])
+    got = on_npu(torch_npu.npu_prompt_flash_attention, qb, kb, vb, quant_scale2=qs, quant_offset2=qo, num_heads=4,
+                 num_key_value_heads=2, input_layout="BNSD", next_tokens=2147483647)
+    want, _ = reference(qb, kb, vb, 1.0)
+    assert got.dtype == torch.int8
+    assert (got.double() - torch.round(want.half().double() * 20 + 1).clamp(-128, 127)).abs().max() <= 1
+
+
+# ------------------------------------------------------------------------------------------------ incre / fused
+
+
+def paged(kv_bnsd, lengths, block_size, layout="BnBsH", shuffle=True):
+    """A paged cache of per-batch [N2, S, D] sequences, and its block table (blocks allocated out of order)."""
+    b, n2, s, d = kv_bnsd.shape
+    per = -(-s // block_size)
+    order = torch.randperm(b * per, generator=torch.Generator().manual_seed(1)) if shuffle else torch.arange(b * per)
+    table = order.view(b, per).to(torch.int32)
+    cache = torch.zeros(b * per + 1, n2, block_size, d, dtype=kv_bnsd.dtype)
+    padded = torch.nn.functional.pad(kv_bnsd, (0, 0, 0, per * block_size - s))
+    for i in range(b):
+        for blk in range(per):
+            cache[table[i, blk]] = padded[i, :, blk * block_size:(blk + 1) * block_size]
+    if layout == "BnBsH":
+        cache = cache.permute(0, 2, 1, 3).flatten(2)  # [blocks, block_size, N2 * D]
+    return cache, table
+
+
+def test_incre_flash_attention_paged_and_antiquant():
+    q, k, v = qkv(b=3, sq=1, skv=40, dtype=torch.float16)
+    kvlen = [40, 17, 1]
+    kc, table = paged(k, kvlen, 16)
+    vc, _ = paged(v, kvlen, 16)
+    got = on_npu(torch_npu.npu_incre_flash_attention, bsh(q), kc, vc, actual_seq_lengths=kvlen, block_table=table,
+                 block_size=16, num_heads=4, num_key_value_heads=2, scale_value=0.25, input_layout="BSH")
+    want, _ = reference(q, k, v, 0.25, kvlen=kvlen)
+    torch.testing.assert_close(got.double(), bsh(want), **TOL[torch.float16])
+    # an int8 cache, per channel: (k + offset) * scale, row 0 of antiquant_scale for the key, row 1 for the value
+    k8, v8 = (torch.randint(-100, 100, t.shape, dtype=torch.int8) for t in (k, v))
+    scale = (torch.rand(2, 2 * 16) * 0.02).half()
+    offset = torch.randn(2, 2 * 16).half()
+    got = on_npu(torch_npu.npu_incre_flash_attention, q, k8, v8, antiquant_scale=scale, antiquant_offset=offset,
+                 num_heads=4, num_key_value_heads=2, input_layout="BNSD")
+    deq = lambda t, r: ((t.float() + offset[r].float().view(1, 2, 1, 16)) * scale[r].float().view(1, 2, 1, 16)).half()  # noqa: E731,E501
+    want, _ = reference(q, deq(k8, 0), deq(v8, 1), 1.0)
+    torch.testing.assert_close(got.double(), want, **TOL[torch.float16])
+
+
+def test_fused_infer_attention_vllm_ascend_paged_decode():
+    # vLLM-Ascend's decode (attention_v1.py): BSH query [B, 1, N * D], caches flattened to [blocks, block_size, H],
+    # block_table, actual_seq_lengths=[1] * B, actual_seq_lengths_kv=seq_lens.
+    q, k, v = qkv(b=2, n=8, n2=2, sq=1, skv=300, d=32, dtype=torch.bfloat16)
+    seq_lens = [300, 129]
+    kc, table = paged(k, seq_lens, 128)
+    vc, _ = paged(v, seq_lens, 128)
+    out, lse = on_npu(torch_npu.npu_fused_infer_attention_score, bsh(q), kc, vc, num_heads=8,
+                      num_key_value_heads=2, input_layout="BSH", block_size=128, scale=1 / math.sqrt(32),
+                      block_table=table, actual_seq_lengths=[1] * 2, actual_seq_lengths_kv=seq_lens)
+    want, _ = reference(q, k, v, 1 / math.sqrt(32), kvlen=seq_lens)
+    torch.testing.assert_close(out.double(), bsh(want), **TOL[torch.bfloat16])
+    assert lse.shape == (1,) and lse.eq(0).all()  # softmax_lse_flag=False
+    # the BnNBsD cache layout with the BNSD query gives the same
+    kc4, table4 = paged(k, seq_lens, 128, layout="BnNBsD")
+    vc4, _ = paged(v, seq_lens, 128, layout="BnNBsD")
+    out4, _ = on_npu(torch_npu.npu_fused_infer_attention_score, q, kc4, vc4, num_heads=8, num_key_value_heads=2,
+                     input_layout="BNSD", block_size=128, scale=1 / math.sqrt(32), block_table=table4,
+                     actual_seq_lengths_kv=seq_lens)
+    torch.testing.assert_close(out4, out.view(2, 1, 8, 32).permute(0, 2, 1, 3), atol=0, rtol=0)
+
+
+def test_fused_infer_attention_tnd_prefill_with_lse():
+    # vLLM-Ascend's chunked prefill: TND, cumulative lengths, sparse_mode=3 with the compressed mask, lse returned.
+    torch.manual_seed(2)
+    n, d = 4, 16
+    q = torch.randn(7, n, d).half()
+    k, v = torch.randn(12, 2, d).half(), torch.randn(12, 2, d).half()
+    out, lse = on_npu(torch_npu.npu_fused_infer_attention_score, q, k, v, num_heads=n, num_key_value_heads=2,
+                      input_layout="TND", atten_mask=COMPRESSED, sparse_mode=3, scale=0.25, softmax_lse_flag=True,
+                      actual_seq_lengths=[3, 7], actual_seq_lengths_kv=[5, 12])
+    assert out.shape == (7, n, d) and lse.shape == (7, n, 1) and lse.dtype == torch.float32
+    for (q0, q1), (k0, k1) in zip([(0, 3), (3, 7)], [(0, 5), (5, 12)]):
+        seq = lambda t, a, b: t[a:b].permute(1, 0, 2)[None]  # noqa: E731
+        lq, lk = q1 - q0, k1 - k0
+        mask = torch.arange(lk)[None, :] - torch.arange(lq)[:, None] > lk - lq  # right-down causal
+        want, want_lse = reference(seq(q, q0, q1), seq(k, k0, k1), seq(v, k0, k1), 0.25, mask=mask)
+        torch.testing.assert_close(out[q0:q1].double(), want[0].permute(1, 0, 2), **TOL[torch.float16])
+        torch.testing.assert_close(lse[q0:q1].double(), want_lse[0].permute(1, 0, 2), atol=1e-3, rtol=1e-3)
+
+
+def test_fused_infer_attention_mla_rope_and_masks():
+    # MLA: the scores are q k^T + q_rope k_rope^T; value keeps its own head size.
+    q, k, v = qkv(b=2, n=4, n2=1, sq=3, skv=6, d=32, dv=16, dtype=torch.float16)
+    qr, kr = torch.randn(2, 4, 3, 64).half(), torch.randn(2, 1, 6, 64).half()
+    mask = torch.rand(2, 1, 3, 6) > 0.7
+    out, _ = on_npu(torch_npu.npu_fused_infer_attention_score, q, k, v, query_rope=qr, key_rope=kr, atten_mask=mask,
+                    num_heads=4, num_key_value_heads=1, input_layout="BNSD", scale=0.1)
+    want, _ = reference(torch.cat([q, qr], -1), torch.cat([k, kr], -1), v, 0.1, mask=mask)
+    assert out.shape == (2, 4, 3, 16)
+    torch.testing.assert_close(out.double(), want, **TOL[torch.float16])
+    # BSH_NBSD: the output's heads first
+    out, _ = on_npu(torch_npu.npu_fused_infer_attention_score, bsh(q[:, :, :, :16]), bsh(k[:, :, :, :16]), bsh(v),
+                    num_heads=4, num_key_value_heads=1, input_layout="BSH_NBSD", scale=0.1)
+    want, _ = reference(q[..., :16], k[..., :16], v, 0.1)
+    torch.testing.assert_close(out.double(), want.permute(1, 0, 2, 3), **TOL[torch.float16])
+
+
+def test_infer_attention_errors_at_the_call():
+    q, k, v = qkv()
+    for device in ("npu", "meta"):
+        qd, kd, vd = q.to(device), k.to(device), v.to(device)
+        cases = [
+            (lambda: torch_npu.npu_fused_infer_attention_score(qd, kd, vd, num_heads=4, input_layout="BHS"),
+             "input_layout 'BHS' is not supported"),
+            (lambda: torch_npu.npu_fused_infer_attention_score(qd, kd, vd, num_heads=3, num_key_value_heads=2,
+                                                               input_layout="BNSD"), "head count"),
+            (lambda: torch_npu.npu_fused_infer_attention_score(qd, kd, vd, num_heads=4, num_key_value_heads=2,
+                                                               input_layout="BNSD", sparse_mode=5),
+             "sparse_mode 5 is not supported"),
+            (lambda: torch_npu.npu_fused_infer_attention_score(qd, kd, vd, num_heads=4, num_key_value_heads=2,
+                                                               input_layout="BNSD", sparse_mode=3),
+             "compressed atten_mask"),
+            (lambda: torch_npu.npu_fused_infer_attention_score(qd, kd, vd, num_heads=4, num_key_value_heads=2,
+                                                               input_layout="BNSD",
+                                                               dequant_scale1=torch.ones(1, device=device)),
+             "dequant_scale1"),
+            (lambda: torch_npu.npu_fused_infer_attention_score(
+                qd, kd, vd, num_heads=4, num_key_value_heads=2, input_layout="BNSD",
+                block_table=torch.zeros(2, 1, dtype=torch.int32, device=device), block_size=16),
+             "needs actual_seq_lengths_kv"),
+        ]
+        for call, message in cases:
+            with pytest.raises(RuntimeError, match=f"npu_fused_infer_attention_score: .*{message}"):
+                call()
+        with pytest.raises(RuntimeError, match="npu_incre_flash_attention: the query must have one token"):
+            torch_npu.npu_incre_flash_attention(qd, kd, vd, num_heads=4, num_key_value_heads=2, input_layout="BNSD")
+        with pytest.raises(RuntimeError, match="npu_prompt_flash_attention: .*actual_seq_lengths_kv\\[0\\] = 9"):
+            torch_npu.npu_prompt_flash_attention(qd, kd, vd, num_heads=4, num_key_value_heads=2,
+                                                 input_layout="BNSD", actual_seq_lengths_kv=[9, 2])
+
+
+def test_infer_attention_compiles_without_graph_breaks():
+    q, k, v = (t.npu() for t in qkv(sq=1, skv=7))
+    qp, kp, vp = (t.npu() for t in qkv(sq=4, skv=4))
+
+    def f(q, k, v, qp, kp, vp):
+        a, _ = torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=4, num_key_value_heads=2,
+                                                         input_layout="BNSD", actual_seq_lengths_kv=[7, 3])
+        b = torch_npu.npu_incre_flash_attention(q, k, v, num_heads=4, num_key_value_heads=2, input_layout="BNSD")
+        c = torch_npu.npu_prompt_flash_attention(qp, kp, vp, num_heads=4, num_key_value_heads=2,
+                                                 input_layout="BNSD", atten_mask=COMPRESSED.npu(), sparse_mode=2)
+        return a, b, c
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)
+    for got, want in zip(compiled(q, k, v, qp, kp, vp), f(q, k, v, qp, kp, vp)):
+        torch.testing.assert_close(got.cpu(), want.cpu())
