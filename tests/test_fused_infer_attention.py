@@ -281,3 +281,53 @@ def test_infer_attention_compiles_without_graph_breaks():
     compiled = torch.compile(f, fullgraph=True)
     for got, want in zip(compiled(q, k, v, qp, kp, vp), f(q, k, v, qp, kp, vp)):
         torch.testing.assert_close(got.cpu(), want.cpu())
+
+
+# ------------------------------------------------------------------------------------------------ fusion_attention_v2
+
+
+def test_fusion_attention_v2_pse_types_rope_and_backward():
+    # MindSpeed's npu_fusion_attention_v2: pse_type 1 is npu_fusion_attention's formula, 0 adds pse after the scale.
+    q, k, v = (t.float().requires_grad_() for t in qkv(b=1, n=2, n2=2, sq=4, skv=6, d=8, dtype=torch.float32))
+    pse = torch.randn(1, 2, 4, 6, requires_grad=True)
+    leaves = [t.detach().npu().requires_grad_() for t in (q, k, v, pse)]
+    out = torch_npu.npu_fusion_attention_v2(*leaves[:3], 2, "BNSD", pse=leaves[3], scale=0.5, pse_type=0)
+    assert len(out) == 7 and out[0].shape == (1, 2, 4, 8)
+    s = 0.5 * (q.double() @ k.double().transpose(-1, -2)) + pse.double()
+    want = torch.softmax(s, -1) @ v.double()
+    torch.testing.assert_close(out[0].cpu().double(), want, atol=1e-5, rtol=1e-5)
+    grad = torch.randn_like(want)
+    out[0].backward(grad.float().npu())
+    want.backward(grad)
+    for got, ref in zip(leaves, (q, k, v, pse)):
+        torch.testing.assert_close(got.grad.cpu().double(), ref.grad.double(), atol=1e-4, rtol=1e-4)
+    same = torch_npu.npu_fusion_attention_v2(*[t.detach() for t in leaves[:3]], 2, "BNSD", pse=leaves[3].detach(),
+                                             scale=0.5, pse_type=1)[0]
+    base = torch_npu.npu_fusion_attention(*[t.detach() for t in leaves[:3]], 2, "BNSD", pse=leaves[3].detach(),
+                                          scale=0.5)[0]
+    assert torch.equal(same.cpu(), base.cpu())
+    # rope: the scores gain q_rope k_rope^T; gradients reach the rope inputs
+    qr, kr = torch.randn(1, 2, 4, 4, requires_grad=True), torch.randn(1, 2, 6, 4, requires_grad=True)
+    rope = [t.detach().npu().requires_grad_() for t in (qr, kr)]
+    out = torch_npu.npu_fusion_attention_v2(*[t.detach().npu() for t in (q, k, v)], 2, "BNSD", query_rope=rope[0],
+                                            key_rope=rope[1], scale=0.5)[0]
+    s = 0.5 * (torch.cat([q, qr], -1).double() @ torch.cat([k, kr], -1).double().transpose(-1, -2))
+    want = torch.softmax(s, -1) @ v.double()
+    torch.testing.assert_close(out.cpu().double(), want, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(rope[0].grad.cpu().double(), qr.grad.double(), atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="npu_fusion_attention_v2: pse_type 2"):
+        torch_npu.npu_fusion_attention_v2(*leaves[:3], 2, "BNSD", pse=leaves[3], pse_type=2)
+    with pytest.raises(RuntimeError, match="npu_fusion_attention_v2: sink is not supported"):
+        torch_npu.npu_fusion_attention_v2(*leaves[:3], 2, "BNSD", sink=torch.zeros(2).npu())
+
+
+def test_fusion_attention_v2_compiles():
+    q, k, v = (t.npu() for t in qkv(b=1, n=2, n2=2, sq=4, skv=4, d=8, dtype=torch.float16))
+
+    def f(q, k, v):
+        return torch_npu.npu_fusion_attention_v2(q, k, v, 2, "BNSD", scale=0.3, pse_type=1)[0]
+
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(q, k, v).cpu(), f(q, k, v).cpu())
