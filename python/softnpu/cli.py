@@ -4,6 +4,8 @@
     softnpu report                              the configuration, versions and devices
     softnpu report --sync-points SCRIPT [ARGS]  run a Python script, then list the ops that synchronized with the
                                                 device (host fallbacks) and how often
+    softnpu estimate [OPTIONS] SCRIPT [ARGS]    run a Python script on fake npu tensors (no memory, no computation)
+                                                and print its step's estimated time on the SoC (softnpu.cost)
 
 Usage errors print the usage on stderr and exit with status 2.
 """
@@ -336,6 +338,21 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "--sync-points", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]",
         help="instead, run a Python script with its arguments and then list the ops that took the synchronizing "
              "host fallback, with counts; the exit status is the script's")
+    estimate_parser = commands.add_parser(
+        "estimate", help="estimate a script's step on the SoC, running it on fake npu tensors",
+        description="Run a Python script on fake npu tensors (shapes only: no memory, no computation) and print its "
+                    "step's estimated time on the SoC: MFU, bound, op types. The step is the block the script marks "
+                    "with softnpu.cost.step() (else everything it runs).")
+    estimate_parser.add_argument("--soc", help="the SoC table row to estimate for (default: SOFTNPU_SOC_VERSION's)")
+    estimate_parser.add_argument("--dp", type=int, default=1, help="data-parallel ranks (gradient all-reduce)")
+    estimate_parser.add_argument("--tp", type=int, default=1,
+                                 help="tensor-parallel ranks (the script's torch.distributed collectives)")
+    estimate_parser.add_argument("--link", choices=("hccs", "roce"),
+                                 help="the collectives' links (default: HCCS within an 8-NPU server, else RoCE)")
+    estimate_parser.add_argument("--graph", action="store_true",
+                                 help="the step replays from a graph (no host launch cost per op)")
+    estimate_parser.add_argument("script", metavar="SCRIPT")
+    estimate_parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS")
     return parser, report_parser
 
 
@@ -344,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor()
+    if args.command == "estimate":
+        from .cost import script
+
+        script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
+        return script.run(args.script, script_args, soc=args.soc, dp=args.dp, tp=args.tp, link=args.link,
+                          graph=args.graph)
     if args.sync_points is None:
         return report()
     if not args.sync_points:

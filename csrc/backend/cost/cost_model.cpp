@@ -292,7 +292,8 @@ double element_work(std::string_view name) {
 bool launches_nothing(const OpInfo& info) {
   static const std::unordered_set<std::string_view> kNoKernel = {
       "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided",
-      "aten::resize_", "aten::set_", "aten::lift_fresh", "aten::detach", "aten::alias", "aten::_local_scalar_dense",
+      "aten::resize_", "aten::set_", "aten::lift_fresh", "aten::detach", "aten::alias", "aten::_unsafe_view",
+      "aten::_reshape_alias", "aten::_local_scalar_dense",
       "aten::item", "aten::is_nonzero", "aten::_has_compatible_shallow_copy_type", "npu::empty_with_format",
       "npu::get_npu_format", "npu::get_storage_size"};
   return info.is_view || kNoKernel.contains(info.op.schema().name());

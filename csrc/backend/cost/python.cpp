@@ -16,11 +16,36 @@ namespace py = pybind11;
 
 namespace {
 
-const Chip& chip(const std::string& soc) {
-  if (soc.empty()) return selected_chip();
+// A chip outside the table (a what-if study, an older chip a published result was measured on): its figures in the
+// table's fields and units (cube_fp16_tflops, hbm_gbps, ...; l2_bytes in bytes).
+Chip chip_from_dict(const py::dict& d) {
+  snpuSocProfile p{};
+  const std::string name = d.contains("name") ? py::cast<std::string>(d["name"]) : std::string("custom");
+  p.name = name.c_str();
+  const auto number = [&](const char* key) {
+    TORCH_CHECK_VALUE(d.contains(key), "a chip given as a dict needs '", key, "'");
+    return py::cast<double>(d[key]);
+  };
+  p.ai_cores = static_cast<int>(number("ai_cores"));
+  p.cube_fp16_tflops = number("cube_fp16_tflops");
+  p.cube_fp32_tflops = number("cube_fp32_tflops");
+  p.cube_int8_tops = number("cube_int8_tops");
+  p.vector_fp16_tflops = number("vector_fp16_tflops");
+  p.hbm_gbps = number("hbm_gbps");
+  p.l2_bytes = static_cast<uint64_t>(number("l2_bytes"));
+  p.hccs_gbps = number("hccs_gbps");
+  p.roce_gbps = number("roce_gbps");
+  return chip_from_profile(p);
+}
+
+// soc: None (the selected chip), a SoC table row's name, or a dict of a chip's figures.
+Chip chip(const py::object& soc) {
+  if (soc.is_none()) return selected_chip();
+  if (py::isinstance<py::dict>(soc)) return chip_from_dict(soc.cast<py::dict>());
+  const std::string name = py::cast<std::string>(soc);
   static std::map<std::string, Chip> chips;  // under the GIL
-  auto it = chips.find(soc);
-  if (it == chips.end()) it = chips.emplace(soc, chip_named(soc)).first;
+  auto it = chips.find(name);
+  if (it == chips.end()) it = chips.emplace(name, chip_named(name)).first;
   return it->second;
 }
 
@@ -58,7 +83,7 @@ void register_python(py::module& m) {
   // The kernel an op launches on the op path ("aten::mm" or "aten::add.Tensor"), from its arguments as the op got
   // them and its fresh outputs: a dict (us, flops, bytes, bound, unit), or None for an op that launches none.
   m.def("_cost_estimate_op", [](const std::string& qualified, const py::tuple& args, const py::dict& kwargs,
-                                const std::vector<at::Tensor>& outputs, const std::string& soc) -> py::object {
+                                const std::vector<at::Tensor>& outputs, const py::object& soc) -> py::object {
     const auto dot = qualified.find('.');
     const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(
         qualified.substr(0, dot).c_str(), dot == std::string::npos ? "" : qualified.substr(dot + 1).c_str());
@@ -68,17 +93,17 @@ void register_python(py::module& m) {
     const auto e = estimate_op(chip(soc), op_info(op), stack, outs);
     return e ? py::object(to_dict(*e)) : py::none();
   });
-  m.def("_cost_estimate_copy", [](double bytes, const std::string& kind, const std::string& soc) {
+  m.def("_cost_estimate_copy", [](double bytes, const std::string& kind, const py::object& soc) {
     return to_dict(estimate_copy(chip(soc), bytes, parse(kind, "copy kind", kCopyKinds)));
   });
   m.def("_cost_estimate_collective",
-        [](const std::string& kind, double bytes, int ranks, const std::string& link, const std::string& soc) {
+        [](const std::string& kind, double bytes, int ranks, const std::string& link, const py::object& soc) {
           return to_dict(estimate_collective(chip(soc), parse(kind, "collective", kCollectives), bytes, ranks,
                                              parse(link, "link", kLinks)));
         });
   // The chip the model computes with (the SoC row in per-second units).
-  m.def("_cost_chip", [](const std::string& soc) {
-    const Chip& c = chip(soc);
+  m.def("_cost_chip", [](const py::object& soc) {
+    const Chip c = chip(soc);
     py::dict d;
     d["name"] = c.name;
     d["ai_cores"] = c.ai_cores;

@@ -71,9 +71,9 @@ class _Recorder(TorchDispatchMode):
             # .item() waits for the device on the chip; here the value is unknowable: zero (or False).
             self.owner.sync_points += 1
             return False if args[0].dtype == torch.bool else 0
-        out = func(*args, **kwargs)
         if not name.startswith(("aten::", "npu::")):
-            return out
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
         inputs = _tensors((args, kwargs))
         outputs = _tensors(out)
         if not any(_on_npu(t) for t in inputs + outputs):
@@ -109,14 +109,15 @@ class estimate(contextlib.ContextDecorator):
     """Runs the code inside on fake npu tensors and estimates its kernels on the SoC; ``result`` (a StepEstimate)
     once the context exits.
 
-    soc: a SoC table row ("Ascend910B3"); None: the chip the device presents as (SOFTNPU_SOC_VERSION).
+    soc: a SoC table row ("Ascend910B3"); None: the chip the device presents as (SOFTNPU_SOC_VERSION); or a dict
+        of a chip's figures (softnpu.cost.model).
     dp, tp: the data- and tensor-parallel degrees of the layout this rank is part of.
     link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp fits one 8-NPU server, else RoCE.
     graph: the step is replayed from a graph (NPUGraph, aclgraph, MindIE): the host pays no launches.
     grad_bucket_mb: the size of DDP's gradient buckets (its default, 25 MB).
     """
 
-    def __init__(self, soc: str | None = None, *, dp: int = 1, tp: int = 1, link: str | None = None,
+    def __init__(self, soc: str | dict | None = None, *, dp: int = 1, tp: int = 1, link: str | None = None,
                  graph: bool = False, grad_bucket_mb: float = 25.0):
         if dp < 1 or tp < 1:
             raise ValueError(f"dp and tp must be at least 1, got dp={dp}, tp={tp}")

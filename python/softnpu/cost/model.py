@@ -1,6 +1,7 @@
 """The cost model's entry points: thin wrappers over its C++ (``csrc/backend/cost/``), the one model the profiler and
 the estimator share. Every estimate is a ``KernelEstimate``; ``soc`` names a row of the SoC table (None: the chip the
-device presents as, ``SOFTNPU_SOC_VERSION``)."""
+device presents as, ``SOFTNPU_SOC_VERSION``), or is a dict of a chip's figures in the table's fields (a chip the
+device cannot present as, such as the first Ascend 910 a published result was measured on)."""
 
 from dataclasses import dataclass
 
@@ -18,11 +19,11 @@ class KernelEstimate:
     unit: str  # "cube", "vector", "copy" or "collective"
 
 
-def _soc(soc: str | None) -> str:
-    return soc or ""
+def _soc(soc: str | dict | None) -> str | dict | None:
+    return soc or None
 
 
-def estimate_op(op: str, args: tuple, kwargs: dict, outputs: list, soc: str | None = None) -> KernelEstimate | None:
+def estimate_op(op: str, args: tuple, kwargs: dict, outputs: list, soc: str | dict | None = None) -> KernelEstimate | None:
     """The kernel the op path launches for ``op`` ("aten::mm", "aten::add.Tensor") called with ``args``/``kwargs``
     (tensors may be fake) and producing the fresh tensors ``outputs``; None for an op that launches none (a view, an
     allocation)."""
@@ -30,19 +31,19 @@ def estimate_op(op: str, args: tuple, kwargs: dict, outputs: list, soc: str | No
     return None if e is None else KernelEstimate(**e)
 
 
-def estimate_copy(nbytes: float, kind: str, soc: str | None = None) -> KernelEstimate:
+def estimate_copy(nbytes: float, kind: str, soc: str | dict | None = None) -> KernelEstimate:
     """A copy of ``nbytes``: ``kind`` "HtoD", "DtoH" or "DtoD"."""
     return KernelEstimate(**_C._cost_estimate_copy(float(nbytes), kind, _soc(soc)))
 
 
-def estimate_collective(kind: str, nbytes: float, ranks: int, link: str = "hccs", soc: str | None = None
+def estimate_collective(kind: str, nbytes: float, ranks: int, link: str = "hccs", soc: str | dict | None = None
                         ) -> KernelEstimate:
     """A collective (``kind``: "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
     of each rank's ``nbytes`` over ``ranks`` ranks, on ``link`` ("hccs" within a server, "roce" between servers)."""
     return KernelEstimate(**_C._cost_estimate_collective(kind, float(nbytes), int(ranks), link, _soc(soc)))
 
 
-def chip(soc: str | None = None) -> dict:
+def chip(soc: str | dict | None = None) -> dict:
     """The chip's figures as the model uses them (per second, bytes)."""
     return _C._cost_chip(_soc(soc))
 

@@ -75,6 +75,6 @@ def table(prof, sort_by: str = "estimated_device_time_total", row_limit: int = 2
     return "\n".join(lines)
 
 
-def step_summary(prof, soc: str | None = None) -> StepEstimate:
+def step_summary(prof, soc: str | dict | None = None) -> StepEstimate:
     """The profiled kernels as one step on the SoC (eager: each kernel a host launch)."""
     return StepEstimate([Kernel(key, estimate) for key, _, estimate in _kernels(prof)], soc=soc)

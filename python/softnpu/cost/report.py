@@ -41,7 +41,7 @@ class StepEstimate:
     ``host_launch_us``; a replayed graph pays none); ``exposed_comm_us``: the layout's collectives not hidden behind
     backward compute. ``step_us`` is the longer of device and host, plus exposed communication."""
 
-    def __init__(self, kernels: list[Kernel], soc: str | None = None, graph: bool = False, overlap_comm: bool = True):
+    def __init__(self, kernels: list[Kernel], soc: str | dict | None = None, graph: bool = False, overlap_comm: bool = True):
         self.kernels = kernels
         self.soc = soc
         self.graph = graph
@@ -102,16 +102,16 @@ class StepEstimate:
             f" kernels; host launches {self.host_us / 1e3:.3f} ms ({self.launches}); communication "
             f"{self.comm_us / 1e3:.3f} ms ({self.exposed_comm_us / 1e3:.3f} ms exposed); cube "
             f"{self.cube_flops / 1e12:.2f} TFLOP",
-            f"  {'op type':<48}{'calls':>7}{'est. ms':>10}{'%':>6}{'TFLOP':>9}{'GB':>9}  bound",
+            f"  {'op type':<60}{'calls':>7}{'est. ms':>10}{'%':>6}{'TFLOP':>9}{'GB':>9}  bound",
         ]
         total = sum(t.us for t in self.by_op_type()) or 1.0
         types = self.by_op_type()
         for t in types[:row_limit]:
-            lines.append(f"  {t.name[:47]:<48}{t.calls:>7}{t.us / 1e3:>10.3f}{t.us / total * 100:>6.1f}"
+            lines.append(f"  {t.name[:59]:<60}{t.calls:>7}{t.us / 1e3:>10.3f}{t.us / total * 100:>6.1f}"
                          f"{t.flops / 1e12:>9.3f}{t.bytes / 1e9:>9.3f}  {t.bound}")
         if len(types) > row_limit:
             rest = types[row_limit:]
-            lines.append(f"  {'(' + str(len(rest)) + ' more op types)':<48}{sum(t.calls for t in rest):>7}"
+            lines.append(f"  {'(' + str(len(rest)) + ' more op types)':<60}{sum(t.calls for t in rest):>7}"
                          f"{sum(t.us for t in rest) / 1e3:>10.3f}")
         return "\n".join(lines)
 
