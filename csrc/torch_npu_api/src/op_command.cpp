@@ -52,7 +52,18 @@ OpCommand& OpCommand::Output(at::Tensor& output, const std::string& descName,
   return *this;
 }
 
+void OpCommand::add_attr(const std::string& name, const OpAttrValue& value) { attrs_.emplace_back(name, value); }
+
+OpCommand& OpCommand::SetCustomHandler(PROC_FUNC func) {
+  custom_handler_ = std::move(func);
+  return *this;
+}
+
 void OpCommand::Run() {
+  if (custom_handler_) {
+    RunOpApi(name_, custom_handler_, sync_);
+    return;
+  }
   TORCH_CHECK(!name_.empty(), "OpCommand: Name() was not given");
   const auto fn = torch_npu_api::find_op_command(name_);
   if (fn == nullptr) {

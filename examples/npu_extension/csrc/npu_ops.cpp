@@ -52,17 +52,18 @@ aclTensor* describe(const at::Tensor& t) {
                 const_cast<void*>(t.storage().data()));
 }
 
-// Runs an operator's second phase on the current stream, its workspace (if any) from the caching allocator.
+// Runs an operator's second phase on the current stream through OpCommand's aclnn entry (as torch_npu's
+// EXEC_NPU_CMD does), its workspace (if any) from the caching allocator.
 void launch(const char* name, uint64_t workspace_size, aclOpExecutor* executor) {
   at::Tensor workspace;
   if (workspace_size > 0) {
     workspace = at_npu::native::OpPreparation::apply_tensor_without_format(
         {static_cast<int64_t>(workspace_size)}, at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1));
   }
+  void* workspace_addr = workspace_size > 0 ? workspace.data_ptr() : nullptr;
   const auto run = reinterpret_cast<Launch>(opapi(name));
-  const int status = run(workspace_size > 0 ? workspace.data_ptr() : nullptr, workspace_size, executor,
-                         c10_npu::getCurrentNPUStream().stream(false));
-  TORCH_CHECK(status == 0, name, " failed: ", status);
+  const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+  at_npu::native::OpCommand::RunOpApiV2(name, [=] { return run(workspace_addr, workspace_size, executor, stream); });
 }
 
 at::Tensor swiglu_npu(const at::Tensor& gate, const at::Tensor& up) {

@@ -60,30 +60,33 @@ class OpCommand {
   OpCommand& Attr(const std::string& name, const T& value) {
     using V = std::decay_t<T>;
     if constexpr (std::is_same_v<V, bool>) {
-      attrs_.emplace_back(name, OpAttrValue(value));
+      add_attr(name, OpAttrValue(value));
     } else if constexpr (std::is_same_v<V, at::ScalarType>) {
-      attrs_.emplace_back(name, OpAttrValue(value));
+      add_attr(name, OpAttrValue(value));
     } else if constexpr (std::is_integral_v<V> || std::is_enum_v<V>) {
-      attrs_.emplace_back(name, OpAttrValue(static_cast<int64_t>(value)));
+      add_attr(name, OpAttrValue(static_cast<int64_t>(value)));
     } else if constexpr (std::is_floating_point_v<V>) {
-      attrs_.emplace_back(name, OpAttrValue(static_cast<double>(value)));
+      add_attr(name, OpAttrValue(static_cast<double>(value)));
     } else if constexpr (std::is_convertible_v<V, std::string>) {
-      attrs_.emplace_back(name, OpAttrValue(std::string(value)));
+      add_attr(name, OpAttrValue(std::string(value)));
     } else if constexpr (std::is_same_v<V, c10::Scalar>) {
-      attrs_.emplace_back(name, value.isIntegral(false) ? OpAttrValue(value.toLong()) : OpAttrValue(value.toDouble()));
+      add_attr(name, value.isIntegral(false) ? OpAttrValue(value.toLong()) : OpAttrValue(value.toDouble()));
     } else if constexpr (std::is_convertible_v<V, c10::IntArrayRef>) {
       const c10::IntArrayRef list(value);
-      attrs_.emplace_back(name, OpAttrValue(std::vector<int64_t>(list.begin(), list.end())));
+      add_attr(name, OpAttrValue(std::vector<int64_t>(list.begin(), list.end())));
     } else {
       std::vector<double> list;
       for (const auto& v : value) list.push_back(static_cast<double>(v));
-      attrs_.emplace_back(name, OpAttrValue(std::move(list)));
+      add_attr(name, OpAttrValue(std::move(list)));
     }
     return *this;
   }
 
-  // Runs the operator on the current stream of the outputs' device.
+  // Runs the operator on the current stream of the outputs' device, or the custom handler when one is set.
   void Run();
+  // What Run() calls instead of an operator type: an aclnn call (its two phases) on the current stream; a non-zero
+  // return raises. torch_npu's EXEC_NPU_CMD path (mmcv's included) sets one.
+  OpCommand& SetCustomHandler(PROC_FUNC func);
   // torch_npu waits for the operator here; so does softnpu (the current stream is synchronized after Run).
   OpCommand& Sync();
   OpCommand& Sync(c10::SmallVector<int64_t, 5>& sync_index);
@@ -93,11 +96,14 @@ class OpCommand {
   static void RunOpApiV2(const std::string& op_name, const PROC_FUNC& func, bool sync = false);
 
  private:
+  void add_attr(const std::string& name, const OpAttrValue& value);
+
   std::string name_;
   std::vector<Operand> inputs_;
   std::vector<at::Tensor> outputs_;
   std::vector<std::pair<std::string, OpAttrValue>> attrs_;
   bool sync_ = false;
+  PROC_FUNC custom_handler_;
 };
 
 }  // namespace at_npu::native

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include "third_party/acl/inc/acl/acl_base.h"
+#include "torch_npu/csrc/core/npu/npu_log.h"
 
 #define NPU_CHECK_ERROR(err_code, ...)                                                                            \
   do {                                                                                                            \
