@@ -139,3 +139,42 @@ def test_a_forked_child_of_an_initialized_parent_cannot_receive():
     finally:
         if child.is_alive():
             child.kill()
+
+
+EXPANDABLE = """
+import torch, torch_npu
+import torch.multiprocessing as mp
+import test_ipc
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=test_ipc._expandable_receiver, args=(inbox, outbox))
+    child.start()
+    t = torch.arange(1000, dtype=torch.float32, device="npu")
+    assert all(s["is_expandable"] for s in torch.npu.memory_snapshot())
+    inbox.put(t[10:20])
+    print(outbox.get(timeout=120))
+    print(t[10:20].cpu().tolist())
+    child.join(120)
+    print("exit", child.exitcode)
+"""
+
+
+def _expandable_receiver(inbox, outbox):
+    t = inbox.get()
+    outbox.put(t.cpu().tolist())
+    t.mul_(-1)
+    torch.npu.synchronize()
+
+
+def test_sharing_with_expandable_segments(tmp_path):
+    # The caching allocator's expandable segments are reservations of the runtime, exported whole.
+    from conftest import REPO, run_python
+
+    script = tmp_path / "expandable.py"
+    script.write_text(EXPANDABLE)
+    result = run_python(f"import runpy, sys; sys.path.insert(0, {str(REPO / 'tests')!r}); "
+                        f"runpy.run_path({str(script)!r}, run_name='__main__')",
+                        env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
+    assert result.stdout.splitlines()[-3:] == [str([float(i) for i in range(10, 20)]),
+                                                str([-float(i) for i in range(10, 20)]), "exit 0"]
