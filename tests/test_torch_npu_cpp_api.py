@@ -58,6 +58,11 @@ def test_example_extension_matches_cpu(example_ops):
     x, y, gate, up = (torch.randn(32, 48) for _ in range(4))
     torch.testing.assert_close(example_ops.axpy(x.npu(), y.npu(), 0.25).cpu(), y + 0.25 * x)
     torch.testing.assert_close(example_ops.swiglu(gate.npu(), up.npu()).cpu(), torch.nn.functional.silu(gate) * up)
+    hidden, gamma = torch.randn(2, 5, 48), torch.rand(48) + 0.5
+    y, rstd = example_ops.rms_norm(hidden.npu(), gamma.npu(), 1e-5)
+    expected_rstd = torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + 1e-5)
+    torch.testing.assert_close(rstd.cpu(), expected_rstd)
+    torch.testing.assert_close(y.cpu(), hidden * expected_rstd * gamma)
 
 
 def test_example_extension_runs_on_the_current_stream(example_ops):

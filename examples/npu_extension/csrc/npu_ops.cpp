@@ -2,6 +2,8 @@
 // PrivateUse1 (npu) and run on the current NPU stream:
 //   example_ops::axpy(x, y, alpha) = y + alpha * x    -- an Ascend operator through at_npu::native::OpCommand
 //   example_ops::swiglu(gate, up)  = silu(gate) * up  -- two aclnn operators through libopapi.so's two phases
+//   example_ops::rms_norm(x, gamma, epsilon) -> (y, rstd) -- aclnnRmsNorm through OpCommand's custom handler, the way
+//                                     extensions' EXEC_NPU_CMD macros (mmcv's) run an aclnn call
 #include <ATen/ATen.h>
 #include <dlfcn.h>
 #include <torch/library.h>
@@ -10,6 +12,7 @@
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUGuard.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/core/npu/npu_log.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/framework/utils/CalcuOpUtil.h"
 #include "torch_npu/csrc/framework/utils/OpPreparation.h"
@@ -40,6 +43,7 @@ void* opapi(const char* name) {
   static void* handle = dlopen("libopapi.so", RTLD_LAZY);
   TORCH_CHECK(handle != nullptr, "libopapi.so was not found: ", dlerror());
   void* fn = dlsym(handle, name);
+  if (fn == nullptr) ASCEND_LOGW("dlsym %s from libopapi.so failed: %s", name, dlerror());
   TORCH_CHECK(fn != nullptr, name, " is not in libopapi.so");
   return fn;
 }
@@ -47,8 +51,9 @@ void* opapi(const char* name) {
 aclTensor* describe(const at::Tensor& t) {
   static const auto create = reinterpret_cast<CreateTensor>(opapi("aclCreateTensor"));
   const int64_t storage_elements = static_cast<int64_t>(t.storage().nbytes() / t.itemsize());
+  const aclFormat format = t.dim() == 3 ? ACL_FORMAT_NCL : t.dim() == 4 ? ACL_FORMAT_NCHW : ACL_FORMAT_ND;
   return create(t.sizes().data(), t.dim(), at_npu::native::CalcuOpUtil::ConvertToAclDataType(t.scalar_type()),
-                t.strides().data(), t.storage_offset(), ACL_FORMAT_ND, &storage_elements, 1,
+                t.strides().data(), t.storage_offset(), format, &storage_elements, 1,
                 const_cast<void*>(t.storage().data()));
 }
 
@@ -90,14 +95,46 @@ at::Tensor swiglu_npu(const at::Tensor& gate, const at::Tensor& up) {
   return result;
 }
 
+using RmsNormWorkspace = int (*)(const aclTensor*, const aclTensor*, double, const aclTensor*, const aclTensor*,
+                                 uint64_t*, aclOpExecutor**);
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_npu(const at::Tensor& x, const at::Tensor& gamma, double epsilon) {
+  const c10_npu::NPUGuard guard(x.device());
+  static const auto destroy = reinterpret_cast<DestroyTensor>(opapi("aclDestroyTensor"));
+  static const auto prepare = reinterpret_cast<RmsNormWorkspace>(opapi("aclnnRmsNormGetWorkspaceSize"));
+  static const auto run = reinterpret_cast<Launch>(opapi("aclnnRmsNorm"));
+  at::Tensor y = at_npu::native::OpPreparation::apply_tensor(x);
+  std::vector<int64_t> rstd_shape(x.sizes().begin(), x.sizes().end() - gamma.dim());
+  rstd_shape.resize(x.dim(), 1);
+  at::Tensor rstd = at_npu::native::OpPreparation::apply_tensor(x, rstd_shape);
+  aclTensor* args[] = {describe(x), describe(gamma), describe(y), describe(rstd)};
+  uint64_t workspace_size = 0;
+  aclOpExecutor* executor = nullptr;
+  TORCH_CHECK(prepare(args[0], args[1], epsilon, args[2], args[3], &workspace_size, &executor) == 0,
+              "aclnnRmsNormGetWorkspaceSize failed");
+  TORCH_CHECK(workspace_size == 0, "aclnnRmsNorm: this example gives no workspace");
+  const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+  at_npu::native::OpCommand cmd;
+  cmd.Name("aclnnRmsNorm");
+  cmd.SetCustomHandler([=] {
+    const int status = run(nullptr, 0, executor, stream);
+    for (aclTensor* t : args) destroy(t);
+    return status;
+  });
+  cmd.Run();
+  return {y, rstd};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(example_ops, m) {
   m.def("axpy(Tensor x, Tensor y, float alpha) -> Tensor");
   m.def("swiglu(Tensor gate, Tensor up) -> Tensor");
+  m.def("rms_norm(Tensor x, Tensor gamma, float epsilon) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(example_ops, PrivateUse1, m) {
   m.impl("axpy", &axpy_npu);
   m.impl("swiglu", &swiglu_npu);
+  m.impl("rms_norm", &rms_norm_npu);
 }
