@@ -171,3 +171,38 @@ def test_aclnn_rms_norm_and_cast_match_cpu(opapi):
     assert opapi.aclnnCastGetWorkspaceSize(ty, ACL_INT64, th, ctypes.byref(size), ctypes.byref(executor)) == 161002
     for t in [tx, tg, ty, tr, th]:
         opapi.aclDestroyTensor(t)
+
+
+def test_aclnn_on_an_acl_stream_keeps_that_streams_order(opapi):
+    """A stream of ACL's own (aclrtCreateStream) is not one of torch.npu's: the operator runs on the current stream,
+    ordered after the work queued on the ACL stream before it, and the ACL stream's later work (here
+    aclrtSynchronizeStream) waits for the operator."""
+    import acl
+
+    status = acl.init()
+    assert status in (0, 100002)  # ACL_ERROR_REPEAT_INITIALIZE: another test initialized it
+    initialized_here = status == 0
+    assert acl.rt.set_device(0) == 0
+    stream, status = acl.rt.create_stream()
+    assert status == 0
+    try:
+        a, b = torch.randn(64, 64).npu(), torch.randn(64, 64).npu()
+        out = torch.zeros(64, 64).npu()
+        torch.npu.synchronize()
+        ta, tb, tout = acl_tensor(opapi, a), acl_tensor(opapi, b), acl_tensor(opapi, out)
+        opapi.aclnnMulGetWorkspaceSize.argtypes = [ctypes.c_void_p] * 5
+        size, executor = ctypes.c_uint64(), ctypes.c_void_p()
+        assert opapi.aclnnMulGetWorkspaceSize(ta, tb, tout, ctypes.byref(size), ctypes.byref(executor)) == 0
+        opapi.aclnnMul.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
+        torch.npu._sleep(50_000_000)  # 50 ms on the current stream, ahead of the operator
+        assert opapi.aclnnMul(None, 0, executor, stream) == 0
+        assert not torch.npu.current_stream().query()
+        assert acl.rt.synchronize_stream(stream) == 0
+        assert torch.npu.current_stream().query()  # the ACL stream's wait covered the operator (and the sleep)
+        torch.testing.assert_close(out.cpu(), a.cpu() * b.cpu())
+        for t in [ta, tb, tout]:
+            opapi.aclDestroyTensor(t)
+    finally:
+        acl.rt.destroy_stream(stream)
+        if initialized_here:
+            acl.finalize()
