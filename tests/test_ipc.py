@@ -154,8 +154,8 @@ if __name__ == "__main__":
     assert all(s["is_expandable"] for s in torch.npu.memory_snapshot())
     inbox.put(t[10:20])
     print(outbox.get(timeout=120))
+    child.join(120)  # the child has negated it and synchronized
     print(t[10:20].cpu().tolist())
-    child.join(120)
     print("exit", child.exitcode)
 """
 
