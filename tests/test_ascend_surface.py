@@ -317,6 +317,21 @@ def test_storage_use_count_and_weak_ref_tensor():
     assert torch_npu._C._weak_ref_tensor(3) == 3
 
 
+def test_empty_strided_npu_and_change_data_ptr():
+    t = torch_npu._C._empty_strided_npu((3, 4), (8, 1), torch.float16)
+    assert t.shape == (3, 4) and t.stride() == (8, 1) and t.dtype == torch.float16 and t.device.type == "npu"
+    reference = torch.empty_strided((3, 4), (8, 1), dtype=torch.float16)
+    assert t.untyped_storage().nbytes() == reference.untyped_storage().nbytes()
+    buffer = torch.arange(10.0, device="npu")
+    dst = torch.zeros(2, 2, device="npu")
+    assert torch_npu.npu_change_data_ptr(dst, buffer, 4) == 0
+    assert dst.cpu().tolist() == [[4.0, 5.0], [6.0, 7.0]] and torch_npu.get_storage_size(dst) == 4
+    dst.mul_(10)  # writes go to the buffer
+    assert buffer.cpu().tolist()[3:9] == [3.0, 40.0, 50.0, 60.0, 70.0, 8.0]
+    with pytest.raises(RuntimeError, match="outside"):
+        torch_npu.npu_change_data_ptr(dst, buffer, 8)
+
+
 def test_dtype_numbers_as_torch_npu_exports_them():
     assert torch_npu.hifloat8 == torch_npu._C._cd.DType.hifloat8 == 256 + 34
     assert torch_npu.float8_e8m0fnu == 256 + 37 and torch_npu.float8_e5m2 == 256 + 35

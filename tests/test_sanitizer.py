@@ -223,3 +223,31 @@ def test_compiled_kernels_are_recorded(cases):
     current, previous = result.stderr.split("Previous access by stream")
     assert "aten::mul.Tensor" in current
     assert "compiled kernel cpp_fused" in previous and "writing to argument(s)" in previous
+
+
+def test_missing_record_stream_is_reported():
+    # torch_npu's check: a storage used on a stream other than its creator's needs record_stream(that stream) unless
+    # the creating stream is ordered after the use; flush_record_stream_warnings() lists each use left uncovered.
+    code = """
+import torch, torch_npu
+from torch_npu.npu import _sanitizer
+handler = _sanitizer.npu_sanitizer.event_handler
+s1, s2 = torch.npu.Stream(), torch.npu.Stream()
+main = torch.npu.current_stream()
+x, y, z = (torch.ones(64, device="npu") for _ in range(3))
+for s in (s1, s2):
+    s.wait_stream(main)
+x.record_stream(s1)
+with torch.npu.stream(s1):
+    x + 1  # recorded: covered
+    y + 1  # not recorded, and main never waits for s1: needs record_stream
+with torch.npu.stream(s2):
+    z[:8] + 1  # a view's use counts for its storage
+main.wait_stream(s2)  # ... but the creating stream now waits for s2: covered
+warnings = handler.flush_record_stream_warnings()
+print(len(warnings), warnings[0].usage_stream == s1.npu_stream, warnings[0].data_ptr == y.untyped_storage().data_ptr())
+torch.npu.synchronize()
+print(len(handler.flush_record_stream_warnings()))
+"""
+    (result,) = run_many([(code, SANITIZED)])
+    assert result.lines == ["1 True True", "0"], result.describe()

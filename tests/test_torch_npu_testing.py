@@ -157,7 +157,8 @@ def test_combined_tensors_are_views_of_one_buffer():
     combined.mul_(3)  # one op updates every member
     assert tensors[0].cpu().eq(3).all() and tensors[1].cpu().eq(6).all() and tensors[0].shape == (2, 3)
     assert torch.equal(torch_npu.utils.get_part_combined_tensor(combined, 6, 4).cpu(), torch.full((4,), 6.0))
-    assert not torch_npu.utils.is_combined_tensor_valid(combined, [tensors[1], tensors[0]])
+    assert not torch_npu.utils.is_combined_tensor_valid(combined, [tensors[0].clone(), tensors[1]])
+    assert not torch_npu.utils.is_combined_tensor_valid(combined, tensors + [None])
 
 
 def test_save_async_takes_the_state_at_the_call(tmp_path):

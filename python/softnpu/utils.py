@@ -2,8 +2,9 @@
 
 - save_async: torch.save that returns before the file is written. The state is taken at the call (npu tensors are
   copied to the host then), the writing happens on a thread that the interpreter waits for at exit.
-- npu_combine_tensors / get_part_combined_tensor / is_combined_tensor_valid: many tensors as views of one flat
-  buffer (so one op, e.g. a fused optimizer step or a collective, covers them all).
+- npu_combine_tensors / get_part_combined_tensor / is_combined_tensor_valid, npu_change_data_ptr: many tensors
+  pointing into one flat buffer (so one op, e.g. a fused optimizer step or a collective, covers them all), as
+  torch_npu's: the members do not own the buffer's memory.
 - print_error_log / print_warn_log / print_info_log: messages in torch_npu's log format.
 - FlopsCounter: the flops of the matrix ops run on npu (softnpu/flops_count.py).
 - get_cann_version(module): the version of a CANN component (torch_npu.npu.utils').
@@ -16,7 +17,8 @@ import torch
 from .flops_count import _FlopsCounter as FlopsCounter
 from .npu.utils import get_cann_version
 
-__all__ = ["save_async", "npu_combine_tensors", "get_part_combined_tensor", "is_combined_tensor_valid",
+__all__ = ["save_async", "npu_change_data_ptr", "npu_combine_tensors", "get_part_combined_tensor",
+           "is_combined_tensor_valid",
            "print_error_log", "print_warn_log", "print_info_log", "FlopsCounter", "get_cann_version"]
 
 
@@ -41,51 +43,82 @@ def save_async(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_s
     return writer
 
 
-def npu_combine_tensors(list_of_tensor, require_copy_value=True):
-    """One flat tensor holding every tensor of the list, each of which becomes a view of its part (in list order).
-    Returns None for an empty list. All tensors must share device and dtype."""
-    tensors = [t for t in list_of_tensor if t is not None]
-    if not tensors:
-        return None
-    first = tensors[0]
-    for t in tensors:
-        if t.device != first.device or t.dtype != first.dtype:
-            raise ValueError(f"npu_combine_tensors: tensors must share device and dtype, got {first.device}/"
-                             f"{first.dtype} and {t.device}/{t.dtype}")
-    combined = torch.zeros(sum(t.numel() for t in tensors), dtype=first.dtype, device=first.device)
-    offset = 0
+def _storage_elements(tensor) -> int:
+    """The elements of the tensor's storage, as torch_npu.get_storage_size counts them for ND tensors."""
+    return tensor.untyped_storage().nbytes() // tensor.element_size()
+
+
+def npu_change_data_ptr(dst, src, offset):
+    """torch_npu.npu_change_data_ptr: `dst`'s storage now starts at element `offset` of `src`'s storage (same dtype,
+    npu), keeping its sizes. As on torch_npu the storage does not own that memory: `src` must outlive `dst`'s use of
+    it. Returns 0."""
+    if dst.device.type != "npu" or src.device.type != "npu":
+        raise RuntimeError("npu_change_data_ptr: dst and src must be npu tensors")
+    if dst.dtype != src.dtype:
+        raise RuntimeError(f"npu_change_data_ptr: dst is {dst.dtype} and src {src.dtype}; they must match")
+    need = _storage_elements(dst)
+    if offset < 0 or offset + need > _storage_elements(src):
+        raise RuntimeError(f"npu_change_data_ptr: elements {offset}..{offset + need} are outside src's storage of "
+                           f"{_storage_elements(src)}")
+    address = src.untyped_storage().data_ptr() + offset * src.element_size()
+    alias = torch._C._construct_storage_from_data_pointer(address, dst.device, dst.untyped_storage().nbytes())
     with torch.no_grad():
-        for t in tensors:
-            n = t.numel()
-            part = combined[offset:offset + n]
-            if require_copy_value:
-                part.copy_(t.reshape(-1))
-            t.set_(combined.untyped_storage(), offset, t.size())
-            offset += n
+        dst.set_(alias, dst.storage_offset(), dst.size(), dst.stride())
+    return 0
+
+
+def npu_combine_tensors(list_of_tensor, require_copy_value=True):
+    """One flat npu tensor holding every tensor of the list, each of which now points into its part (in list order,
+    each taking its storage's elements), as torch_npu's: the members do not own that memory, so keep the returned
+    tensor alive while they are used. None for an empty list or one without elements."""
+    if len(list_of_tensor) == 0:
+        return None
+    if any(t is None for t in list_of_tensor):
+        raise RuntimeError("Tensors to combine must not have `None`.")
+    dtype = list_of_tensor[0].dtype
+    for t in list_of_tensor:
+        if t.dtype != dtype:
+            raise RuntimeError("Tensors to combine must have the same dtype.")
+        if t.device.type != "npu":
+            raise RuntimeError(f"Tensors to combine must be on NPU, got {t.device.type}.")
+        if not t.is_contiguous():
+            raise RuntimeError("Tensors to combine must be contiguous.")
+    total = sum(_storage_elements(t) for t in list_of_tensor)
+    if total == 0:
+        return None
+    combined = torch.zeros(total, dtype=dtype, device=list_of_tensor[0].device)
+    offset = 0
+    for t in list_of_tensor:
+        value = t.clone() if require_copy_value else None
+        npu_change_data_ptr(t, combined, offset)
+        if value is not None:
+            with torch.no_grad():
+                t.copy_(value)
+        offset += _storage_elements(t)
     return combined
 
 
 def get_part_combined_tensor(combined_tensor, index, size):
-    """The `size` elements of a combined tensor from element `index` on, as a view."""
-    if index + size > combined_tensor.numel():
-        raise ValueError(f"get_part_combined_tensor: elements {index}..{index + size} are past the combined tensor's "
-                         f"{combined_tensor.numel()}")
-    return combined_tensor[index:index + size]
+    """The `size` elements of a combined tensor from element `index` on (None for a None tensor or size 0)."""
+    if combined_tensor is None or size == 0:
+        return None
+    if index + size > _storage_elements(combined_tensor):
+        raise RuntimeError(f"(index + size) ({index + size}) > torch_npu.get_storage_size(combined_tensor) "
+                           f"({_storage_elements(combined_tensor)})")
+    part = torch.zeros(size, dtype=combined_tensor.dtype, device=combined_tensor.device)
+    npu_change_data_ptr(part, combined_tensor, index)
+    return part
 
 
 def is_combined_tensor_valid(combined_tensor, list_of_tensor):
-    """Whether every tensor of the list is still the view npu_combine_tensors made of it."""
+    """Whether every tensor of the list is contiguous and starts inside the combined tensor's memory."""
+    if len(list_of_tensor) == 0:
+        return True
     if combined_tensor is None:
-        return not [t for t in list_of_tensor if t is not None]
-    base = combined_tensor.untyped_storage().data_ptr()
-    offset = 0
-    for t in list_of_tensor:
-        if t is None:
-            continue
-        if (t.untyped_storage().data_ptr() != base or t.storage_offset() != offset or not t.is_contiguous()):
-            return False
-        offset += t.numel()
-    return offset == combined_tensor.numel()
+        return False
+    start = combined_tensor.data_ptr()
+    end = start + _storage_elements(combined_tensor) * combined_tensor.element_size()
+    return all(t is not None and start <= t.data_ptr() < end and t.is_contiguous() for t in list_of_tensor)
 
 
 def _log(level, message):

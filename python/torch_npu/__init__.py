@@ -5,6 +5,7 @@ import sys
 import softnpu
 from softnpu import __version__, distributed, npu, optim, profiler, utils  # noqa: F401
 from softnpu.fused import *  # noqa: F401,F403  (npu_fusion_attention, npu_rms_norm, ...)
+from softnpu.utils import npu_change_data_ptr  # noqa: F401  (torch_npu.npu_change_data_ptr)
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.

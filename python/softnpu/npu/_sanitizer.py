@@ -14,7 +14,12 @@ from the op that made the second access.
 
 Memory is tracked per storage (an allocation): accesses to different parts of one storage from two unordered
 streams are reported too. A new allocation forgets the history of its memory: the caching allocator hands a block to
-a stream only after every stream that used it is done with it (``record_stream``). """
+a stream only after every stream that used it is done with it (``record_stream``).
+
+Missing ``record_stream`` calls are found too (torch_npu's check): a storage used on a stream other than the one that
+created it (the stream of its first access) needs ``record_stream(that stream)`` unless the creating stream is ordered
+after that use (``wait_stream``, ``wait_event``, a device synchronization). ``event_handler.
+flush_record_stream_warnings()`` returns a ``MissingRecordStreamWarning`` for each such use not covered. """
 
 import enum
 import inspect
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
+import torch.cuda._sanitizer as _csan
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -111,15 +117,12 @@ class UnsynchronizedAccessError(SynchronizationError):
         return message.getvalue()
 
 
-class NPUSanitizerErrors(Exception):
-    """Raised by the op that made the second access of one or more data races (the list is in ``errors``)."""
+class NPUSanitizerErrors(_csan.CUDASanitizerErrors):
+    """Raised by the op that made the second access of one or more data races (the list is in ``errors``); a
+    torch.cuda._sanitizer.CUDASanitizerErrors, as torch_npu's tests expect."""
 
     def __init__(self, errors: list[SynchronizationError]):
-        super().__init__()
-        self.errors = errors
-
-    def __str__(self) -> str:
-        return f"detected {len(self.errors)} errors"
+        super().__init__(errors)
 
 
 @dataclass
@@ -127,6 +130,32 @@ class _TensorInfo:
     allocation_stack_trace: Optional[traceback.StackSummary]
     reads: list[Access] = field(default_factory=list)
     write: Optional[Access] = None
+
+
+@dataclass
+class _StreamUses:
+    """A storage's streams: the one that created it, the last use from each other stream, the streams given to
+    record_stream."""
+
+    creation_stream: Optional[StreamKey] = None
+    uses: dict[StreamKey, SeqNum] = field(default_factory=dict)
+    recorded_streams: set[StreamKey] = field(default_factory=set)
+
+
+@dataclass
+class MissingRecordStreamWarning:
+    """A use of a storage from `usage_stream` that neither record_stream nor an ordering of the creating stream after
+    it covers: the caching allocator could hand the memory out again while that use may still be running."""
+
+    data_ptr: DataPtr
+    creation_stream: StreamKey
+    usage_stream: StreamKey
+    seq_num: SeqNum
+
+    def __str__(self) -> str:
+        creation, usage = _stream_name(self.creation_stream), _stream_name(self.usage_stream)
+        return (f"NPU sanitizer: storage {self.data_ptr:#x} created on {creation} was used on {usage} without "
+                f"record_stream and without {creation} waiting for that use")
 
 
 class _StreamSynchronizations:
@@ -202,6 +231,30 @@ class EventHandler:
         self.tensors: dict[DataPtr, _TensorInfo] = {}
         self.syncs = _StreamSynchronizations()
         self.seq_num: SeqNum = 0
+        self._npu_tensors: dict[DataPtr, _StreamUses] = {}
+        self.record_stream_errors: list[MissingRecordStreamWarning] = []
+
+    def _use(self, data_ptr: DataPtr, stream: StreamKey, seq_num: SeqNum) -> None:
+        uses = self._npu_tensors.setdefault(data_ptr, _StreamUses())
+        if uses.creation_stream is None:
+            uses.creation_stream = stream
+        elif stream != uses.creation_stream:
+            uses.uses[stream] = seq_num
+
+    def _record_stream(self, data_ptr: DataPtr, stream: StreamKey) -> None:
+        self._npu_tensors.setdefault(data_ptr, _StreamUses()).recorded_streams.add(stream)
+
+    def flush_record_stream_warnings(self) -> list[MissingRecordStreamWarning]:
+        """The uses from other streams that still need record_stream: neither recorded nor followed by the creating
+        stream (as of now)."""
+        warnings = []
+        for data_ptr, info in self._npu_tensors.items():
+            for stream, seq_num in info.uses.items():
+                if stream in info.recorded_streams:
+                    continue
+                if not self.syncs.is_ordered_after(info.creation_stream, seq_num, stream):
+                    warnings.append(MissingRecordStreamWarning(data_ptr, info.creation_stream, stream, seq_num))
+        return warnings
 
     def _launch(self, stream: StreamKey) -> SeqNum:
         self.seq_num += 1
@@ -217,6 +270,8 @@ class EventHandler:
             if previous is not None and not self.syncs.is_ordered_after(stream, previous.seq_num, previous.stream):
                 errors.append(UnsynchronizedAccessError(data_ptr, info.allocation_stack_trace, current, previous))
 
+        for data_ptr in read_only | written:
+            self._use(data_ptr, stream, seq_num)
         for data_ptr in read_only:
             info = self.tensors.setdefault(data_ptr, _TensorInfo(None))
             access = Access(AccessType.READ, seq_num, stream, operator, aliases[data_ptr], data_ptr in outputs, stack)
@@ -236,6 +291,7 @@ class EventHandler:
 
     def _memory_allocation(self, data_ptr: DataPtr) -> None:
         self.tensors[data_ptr] = _TensorInfo(_stack())
+        self._npu_tensors.pop(data_ptr, None)  # a new storage: its uses and recorded streams start afresh
 
     def _event_creation(self, event: EventKey) -> None:
         self.syncs.create_event(event)
@@ -372,6 +428,10 @@ class NPUSanitizerDispatchMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.ops.aten.record_stream.default:  # bookkeeping of the allocator, no kernel
+            tensor, stream = args[0], args[1]
+            if tensor.device.type == "npu":
+                self.event_handler._record_stream(tensor.untyped_storage().data_ptr(),
+                                                  _gpu_trace.stream_key(stream.device_index, stream.stream_id))
             return func(*args, **kwargs)
         schema = func._schema
         is_factory = bool(_FACTORY_FUNCTION.fullmatch(schema.name))
@@ -397,6 +457,7 @@ class NPUSanitizer:
 
     def __init__(self) -> None:
         self.dispatch: Optional[NPUSanitizerDispatchMode] = None
+        self.event_handler: Optional[EventHandler] = None
         self.enabled = False
 
     def enable(self) -> None:
@@ -404,6 +465,7 @@ class NPUSanitizer:
             return
         if self.dispatch is None:
             self.dispatch = NPUSanitizerDispatchMode()
+        self.event_handler = self.dispatch.event_handler
         self.dispatch.__enter__()
         self.enabled = True
 

@@ -5,6 +5,7 @@ from typing import Any, Optional
 import torch
 
 from .. import _C
+from . import _gpu_trace
 from .device import _device_index, _lazy_init, device as _device_ctx
 
 _NPU_TYPE = None
@@ -28,6 +29,12 @@ class Stream(torch.Stream):
         if index < 0:  # as torch.cuda.Stream: a negative index means the current device
             index = _C._current_device()
         return super().__new__(cls, device=torch.device("npu", index), priority=priority)
+
+    @property
+    def npu_stream(self) -> int:
+        """An integer naming the stream (torch_npu: its aclrtStream handle): the key the backend reports it under to
+        torch.npu._gpu_trace, so the sanitizer's reports name streams by it."""
+        return _gpu_trace.stream_key(self.device_index, self.stream_id)
 
     @property
     def priority(self) -> int:

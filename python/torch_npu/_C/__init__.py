@@ -3,7 +3,8 @@
 - ``_distributed_c10d``: ``ProcessGroupHCCL`` (softnpu's hccl backend) with its ``Options`` (``hccl_config``);
 - ``_cd``: ``DType``, torch_npu's numbers for ACL's data types (also exported as ``torch_npu.hifloat8``, ...);
 - ``_storage_Use_Count(storage._cdata)``: how many references hold a storage (TRL reads it);
-- ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs).
+- ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs);
+- ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers.
 """
 
 import torch
@@ -16,3 +17,11 @@ if torch.distributed.is_available():
 
 # torch's own count: a storage's references, whatever its device.
 _storage_Use_Count = torch._C._storage_Use_Count
+
+
+def _empty_strided_npu(size, stride, dtype, device_index=None):
+    """An uninitialized npu tensor of the given sizes, strides and dtype on the current device (or `device_index`):
+    torch_npu's dispatcher-free allocation for Inductor, here torch.empty_strided itself (same storage size, and the
+    same filling under torch.use_deterministic_algorithms)."""
+    device = torch.device("npu", torch.npu.current_device() if device_index is None else device_index)
+    return torch.empty_strided(size, stride, dtype=dtype, device=device)
