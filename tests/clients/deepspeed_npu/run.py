@@ -11,7 +11,6 @@ import argparse
 import importlib.metadata
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -43,11 +42,9 @@ def install():
 
 def environment():
     env = dict(os.environ, DS_ACCELERATOR="npu", SOFTNPU_DEVICE_COUNT=str(WORLD_SIZE),
-               # Op builders compile once per source change: a build directory that survives the run.
+               # Op builders compile once per source change: a build directory that survives the run (torch's JIT
+               # builder also compiles through ccache when it is installed).
                TORCH_EXTENSIONS_DIR=str(REPO / "build" / "torch_extensions"))
-    ccache_cxx = Path("/usr/lib/ccache/c++")
-    if "CXX" not in env and ccache_cxx.exists():
-        env["CXX"] = str(ccache_cxx)  # torch's JIT builder compiles with $CXX: through ccache on reruns
     return env
 
 
