@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -54,7 +55,12 @@ class LaunchScope {
   template <typename Estimator>
   LaunchScope(const char* kernel, Estimator&& estimate) {
     if (C10_UNLIKELY(g_recording_launches.load(std::memory_order_relaxed))) {
-      event_.estimate = estimate();
+      // Profiling never fails a launch: a kernel the model cannot describe goes without an estimate.
+      try {
+        event_.estimate = estimate();
+      } catch (const std::exception&) {
+        event_.estimate.reset();
+      }
       begin(kernel);
     }
   }
