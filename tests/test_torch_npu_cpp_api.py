@@ -206,3 +206,55 @@ def test_aclnn_on_an_acl_stream_keeps_that_streams_order(opapi):
         acl.rt.destroy_stream(stream)
         if initialized_here:
             acl.finalize()
+
+
+def test_aclnn_elementwise_and_inplace_operators_match_cpu(opapi):
+    torch.manual_seed(2)
+    a, b = torch.randn(6, 10), torch.rand(6, 10) + 0.5
+    na, nb = a.npu(), b.npu()
+    p = ctypes.c_void_p
+    two = ctypes.c_float(2.0)
+    s_two = opapi.aclCreateScalar(ctypes.byref(two), ACL_FLOAT)
+    results = {}
+    made = []
+
+    def t(tensor):
+        made.append(acl_tensor(opapi, tensor))
+        return made[-1]
+
+    def run(name, argtypes, *args):
+        getattr(opapi, name + "GetWorkspaceSize").argtypes = argtypes + [p, p]
+        assert two_phases(opapi, name, *args) == 0, name
+
+    for name in ["aclnnRelu", "aclnnSilu"]:
+        out = torch.empty(6, 10).npu()
+        run(name, [p, p], t(na), t(out))
+        results[name] = out
+    for name in ["aclnnDiv", "aclnnMul"]:
+        out = torch.empty(6, 10).npu()
+        run(name, [p, p, p], t(na), t(nb), t(out))
+        results[name] = out
+    out = torch.empty(6, 10).npu()
+    run("aclnnSub", [p, p, p, p], t(na), t(nb), s_two, t(out))
+    results["aclnnSub"] = out
+    out = torch.empty(6, 10).npu()
+    run("aclnnMuls", [p, p, p], t(na), s_two, t(out))
+    results["aclnnMuls"] = out
+    out = torch.empty(6, 10).npu()
+    run("aclnnSoftmax", [p, ctypes.c_int64, p], t(na), ctypes.c_int64(1), t(out))
+    results["aclnnSoftmax"] = out
+    zeroed, filled, copied = na.clone(), na.clone(), torch.empty(6, 10).npu()
+    run("aclnnInplaceZero", [p], t(zeroed))
+    run("aclnnInplaceFillScalar", [p, p], t(filled), s_two)
+    run("aclnnInplaceCopy", [p, p], t(copied), t(nb))
+    opapi.aclDestroyScalar(s_two)
+    for descriptor in made:
+        opapi.aclDestroyTensor(descriptor)
+
+    expected = {"aclnnRelu": a.relu(), "aclnnSilu": torch.nn.functional.silu(a), "aclnnDiv": a / b,
+                "aclnnMul": a * b, "aclnnSub": a - 2 * b, "aclnnMuls": a * 2, "aclnnSoftmax": a.softmax(1)}
+    for name, want in expected.items():
+        torch.testing.assert_close(results[name].cpu(), want, msg=name)
+    torch.testing.assert_close(zeroed.cpu(), torch.zeros(6, 10))
+    torch.testing.assert_close(filled.cpu(), torch.full((6, 10), 2.0))
+    torch.testing.assert_close(copied.cpu(), b)
