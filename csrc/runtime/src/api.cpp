@@ -7,6 +7,7 @@
 #include <string>
 
 #include "activity.h"
+#include "fault.h"
 #include "interrupt.h"
 #include "copy.h"
 #include "errors.h"
@@ -206,6 +207,8 @@ snpuError_t snpuMalloc(void** ptr, size_t size) {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (!ptr) return null_argument("snpuMalloc", "ptr");
+    if (size && malloc_fails(rt->current_device()->index, size))
+      return fail(snpuErrorMemoryAllocation, "snpuMalloc: out of device memory (an injected fault, snpuFaultInject)");
     return rt->memory.allocate_device(rt->current_device(), size, ptr);
   });
 }
@@ -249,6 +252,9 @@ snpuError_t snpuMemMap(void* ptr, size_t size) {
   return guarded([&] {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
+    Allocation a;
+    if (size && rt->memory.find(ptr, &a) && a.device && malloc_fails(a.device->index, size))
+      return fail(snpuErrorMemoryAllocation, "snpuMemMap: out of device memory (an injected fault, snpuFaultInject)");
     return rt->memory.map(ptr, size);
   });
 }
@@ -726,6 +732,65 @@ snpuError_t snpuGetDeviceStats(int device, snpuDeviceStats* stats) {
       stats->kernels_completed = c->kernels_completed.load(std::memory_order_relaxed);
       stats->busy_ns = c->busy_ns.load(std::memory_order_relaxed);
       stats->sync_waits = c->sync_waits.load(std::memory_order_relaxed);
+    }
+    return snpuSuccess;
+  });
+}
+
+// ---------------------------------------------------------------- faults on demand
+
+snpuError_t snpuFaultInject(const snpuFault* fault) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!fault) return null_argument("snpuFaultInject", "fault");
+    if (fault->device >= 0 && !rt->device(fault->device)) return rt->invalid_device(fault->device, "snpuFaultInject");
+    if (fault->kind == snpuFaultMemoryUce) {
+      Allocation a;
+      if (!rt->memory.find(fault->ptr, &a) || !a.device || a.device->index != fault->device)
+        return fail(snpuErrorInvalidValue, "snpuFaultInject: the UCE range is not device memory of that device");
+    }
+    return inject_fault(*fault);
+  });
+}
+
+snpuError_t snpuFaultClear(void) {
+  clear_faults();
+  return snpuSuccess;
+}
+
+snpuError_t snpuDeviceStop(int device) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuDeviceStop");
+    return stop_device(d);
+  });
+}
+
+snpuError_t snpuDeviceRestart(int device) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    Device* d = rt->device(device);
+    if (!d) return rt->invalid_device(device, "snpuDeviceRestart");
+    return restart_device(d);
+  });
+}
+
+snpuError_t snpuDeviceGetUceInfo(int device, void** addrs, size_t* sizes, size_t capacity, size_t* count) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!count) return null_argument("snpuDeviceGetUceInfo", "count");
+    if (capacity && (!addrs || !sizes)) return null_argument("snpuDeviceGetUceInfo", "addrs and sizes");
+    if (!rt->device(device)) return rt->invalid_device(device, "snpuDeviceGetUceInfo");
+    const auto ranges = uce_ranges(device);
+    *count = std::min(capacity, ranges.size());
+    for (size_t i = 0; i < *count; ++i) {
+      addrs[i] = ranges[i].first;
+      sizes[i] = ranges[i].second;
     }
     return snpuSuccess;
   });

@@ -9,6 +9,7 @@
 
 #include "activity.h"
 #include "event.h"
+#include "fault.h"
 #include "interrupt.h"
 #include "kernel.h"
 #include "parallel_copy.h"
@@ -116,6 +117,12 @@ snpuError_t Device::synchronize(bool report, Deadline deadline) {
   bool failed = culprit && culprit->take_error(culprit_seq, &error);
   for (auto& [s, seq] : targets) s->release();
   return failed ? report_kernel_error(std::move(error), runtime->config.launch_blocking) : snpuSuccess;
+}
+
+void Device::drop_errors() {
+  std::lock_guard lock(streams_mutex_);
+  KernelError dropped;
+  for (Stream* s : streams_) s->take_error(UINT64_MAX, &dropped);
 }
 
 bool Device::idle() {
@@ -246,19 +253,21 @@ void Device::execute(Stream* s, const Task& task) {
   int64_t wall_start = timed ? activity::now_ns() : 0;
   Clock::time_point start = Clock::now();
   KernelError error;
-  bool failed = false;
-  switch (task.kind) {
-    case TaskKind::kKernel:
-      failed = run_kernel(this, s, task, &error);
-      break;
-    case TaskKind::kCopy:
-      parallel_memcpy(task.copy.dst, task.copy.src, task.copy.size, thread_budget(this, task.copy.size));
-      break;
-    case TaskKind::kMemset:
-      std::memset(task.memset.dst, task.memset.value, task.memset.size);
-      break;
-    default:
-      break;
+  bool failed = intercept(this, s, task, &error);
+  if (!failed) {
+    switch (task.kind) {
+      case TaskKind::kKernel:
+        failed = run_kernel(this, s, task, &error);
+        break;
+      case TaskKind::kCopy:
+        parallel_memcpy(task.copy.dst, task.copy.src, task.copy.size, thread_budget(this, task.copy.size));
+        break;
+      case TaskKind::kMemset:
+        std::memset(task.memset.dst, task.memset.value, task.memset.size);
+        break;
+      default:
+        break;
+    }
   }
   Clock::time_point end = Clock::now();
   int64_t wall_end = timed ? activity::now_ns() : 0;

@@ -52,6 +52,8 @@ class Device {
   snpuError_t synchronize(bool report, Deadline deadline = kNoDeadline);
   // Whether every stream of the device has completed all its work.
   bool idle();
+  // Forgets the kernel errors its streams kept unreported (a restarted device, fault.h).
+  void drop_errors();
 
   // ---- scheduler
 

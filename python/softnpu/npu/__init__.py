@@ -146,6 +146,9 @@ from .streams import (
 from .sync import sync_points
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from . import utils  # torch_npu.npu.utils
+from . import fault as _fault  # torch.npu._fault: the chip's failures on demand
+from . import _recovery  # torch.npu._recovery
+from .recovery import check_uce_in_memory, restart_device, stop_device
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -288,6 +291,9 @@ __all__ = [
     "stress_detect",
     "sync_points",
     "synchronize",
+    "check_uce_in_memory",
+    "restart_device",
+    "stop_device",
     "use_mem_pool",
     "utilization",
     "are_compatible_impl_enabled",

@@ -38,6 +38,9 @@ def _lazy_init() -> None:
         from .memory import _install_oom_snapshot
 
         _install_oom_snapshot()
+        from .fault import _apply_environment
+
+        _apply_environment()
         atexit.register(_drain_autograd_device_threads)
 
 

@@ -87,6 +87,57 @@ typedef int (*snpuInterruptCheckFn)(void);
 /* SYNC. Installs the interrupt check of every later wait. Never fails; does not initialize the runtime. */
 SNPU_API snpuError_t snpuSetInterruptCheck(snpuInterruptCheckFn check);
 
+/* ---------------------------------------------------------------- faults on demand
+ *
+ * The chip's failures, injected so that recovery code can be tested; each enters where the real one does and fails
+ * with Ascend's error code (a kernel error reported at the next synchronizing call, as snpuErrorKernelFailed with the
+ * code in snpuGetLastKernelError). Counts start at the injection: at == 1 is the next matching event.
+ *  - snpuFaultKernelError: the at-th kernel run on the device (stream_id, or any stream if -1) fails with code
+ *    (default SNPU_ACL_ERROR_RT_AICORE_EXCEPTION) and message. Once.
+ *  - snpuFaultMemoryUce: an uncorrectable memory error in [ptr, ptr + size) of the device: every copy reading the
+ *    range and the at-th kernel run on the device from now on fail with SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR ("UCE
+ *    ERROR"); snpuDeviceGetUceInfo lists the range until snpuDeviceRestart repairs the device.
+ *  - snpuFaultDeviceHang: from the at-th task on, the device's tasks stop completing (host waits block, interruptibly)
+ *    until snpuDeviceStop.
+ *  - snpuFaultOutOfMemory: the at-th device allocation (snpuMalloc, snpuMemMap) of at least size bytes fails with
+ *    snpuErrorMemoryAllocation, and so does every allocation of that size or larger until a smaller one succeeds
+ *    (a caching allocator's retries after freeing its cache fail, as against a full device).
+ *  - snpuFaultSlow: every kernel on the device starts delay_us late (a slow rank), until snpuFaultClear.
+ * device -1 means every device (not for snpuFaultMemoryUce). */
+#define SNPU_ACL_ERROR_RT_AICORE_EXCEPTION 507015
+#define SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR 507053
+#define SNPU_ACL_ERROR_RT_DEVICE_TASK_ABORT 107022
+typedef enum snpuFaultKind {
+  snpuFaultKernelError = 1,
+  snpuFaultMemoryUce = 2,
+  snpuFaultDeviceHang = 3,
+  snpuFaultOutOfMemory = 4,
+  snpuFaultSlow = 5
+} snpuFaultKind;
+typedef struct snpuFault {
+  snpuFaultKind kind;
+  int device;          /* visible index, or -1 */
+  int64_t stream_id;   /* snpuStreamGetInfo's id, or -1: any stream */
+  uint64_t at;         /* 1: the next matching kernel, task or allocation */
+  int code;            /* snpuFaultKernelError: the error code (0: the default) */
+  const char* message; /* snpuFaultKernelError: the message (NULL: Ascend's inner-error text); copied */
+  void* ptr;           /* snpuFaultMemoryUce: the range */
+  size_t size;         /* snpuFaultMemoryUce: the range; snpuFaultOutOfMemory: the smallest size that fails */
+  uint64_t delay_us;   /* snpuFaultSlow */
+} snpuFault;
+/* SYNC. Arms a fault. snpuErrorInvalidValue for an unknown kind or a UCE range that is not device memory of device. */
+SNPU_API snpuError_t snpuFaultInject(const snpuFault* fault);
+/* SYNC. Disarms every fault not yet fired and ends slow devices (UCE ranges, hangs and stops stay: see below). */
+SNPU_API snpuError_t snpuFaultClear(void);
+/* SYNC. As aclrtDeviceTaskAbort: aborts the device's work. Running and queued tasks and those launched until
+ * snpuDeviceRestart fail with SNPU_ACL_ERROR_RT_DEVICE_TASK_ABORT ("FORCE STOP"), a hang ends. Memory is kept. */
+SNPU_API snpuError_t snpuDeviceStop(int device);
+/* SYNC. Makes a stopped (or running) device usable again: its UCE ranges are repaired, errors its streams kept
+ * unreported are dropped, hangs end. */
+SNPU_API snpuError_t snpuDeviceRestart(int device);
+/* SYNC. As aclrtGetMemUceInfo: up to capacity UCE ranges of the device into addrs/sizes, *count of them. */
+SNPU_API snpuError_t snpuDeviceGetUceInfo(int device, void** addrs, size_t* sizes, size_t capacity, size_t* count);
+
 /* ---------------------------------------------------------------- init */
 
 /* SYNC. Reads the configuration and creates the devices. Idempotent; every other call does it implicitly. */

@@ -1,0 +1,180 @@
+"""torch.npu._fault: the chip's failures on demand, so that recovery code can be tested (issue 37).
+
+Each fault enters through the runtime's own paths (the C seam's snpuFaultInject: the stream executor, snpuMalloc) or
+the hccl backend, and fails as the real one does on torch_npu:
+
+- ``kernel_error``: the ``at``-th kernel from now on (of ``device``, of ``stream``) fails with Ascend's code (default
+  507015, an AI core exception): RuntimeError at the next synchronizing call ("EZ9999: Inner Error!", the code).
+- ``uce``: an uncorrectable memory error in a range of device memory (``tensor=``, or ``ptr=`` and ``size=``): copies
+  reading it and the ``at``-th kernel from now on fail with RuntimeError "UCE ERROR" (507053);
+  torch.npu.check_uce_in_memory reports it and tensors_hit lists the tensors on it until torch.npu.restart_device.
+- ``hang``: from the ``at``-th task on, the device's tasks never complete; host waits block (Ctrl-C still works)
+  until torch.npu.stop_device, which fails them with "FORCE STOP" (107022).
+- ``oom``: the ``at``-th device allocation of at least ``size`` bytes fails, and its retries of that size, until a
+  smaller one succeeds: torch.OutOfMemoryError with torch_npu's message; what was allocated stays intact.
+- ``slow``: each kernel on the device starts ``delay`` seconds late (a slow rank).
+- ``hccl_timeout``: this rank's ``at``-th collective never completes: HCCL_EXEC_TIMEOUT expires on it and on its
+  peers (their Work.wait raises).
+- ``dead_peer``: this process exits (status 1) at its ``at``-th collective, as a rank that died mid-all_reduce; its
+  peers raise within HCCL_EXEC_TIMEOUT.
+
+``rank=`` restricts a fault to the process whose RANK it is (torchrun's environment). ``SOFTNPU_FAULT`` injects
+faults at initialization, in the same words: ``kind[,key=value...]`` separated by ``;``, e.g.
+``SOFTNPU_FAULT="oom,at=5;kernel_error,at=100,device=1,rank=0"`` (keys: at, device, rank, code, size,
+delay).
+"""
+import ctypes
+import os
+from typing import Iterable, List, Optional, Tuple
+
+import torch
+
+__all__ = ["inject", "clear", "uce_ranges", "tensors_hit", "KINDS"]
+
+KINDS = ("kernel_error", "uce", "hang", "oom", "slow", "hccl_timeout", "dead_peer")
+_RUNTIME_KIND = {"kernel_error": 1, "uce": 2, "hang": 3, "oom": 4, "slow": 5}
+
+
+class _Fault(ctypes.Structure):  # runtime.h's snpuFault
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("device", ctypes.c_int),
+        ("stream_id", ctypes.c_int64),
+        ("at", ctypes.c_uint64),
+        ("code", ctypes.c_int),
+        ("message", ctypes.c_char_p),
+        ("ptr", ctypes.c_void_p),
+        ("size", ctypes.c_size_t),
+        ("delay_us", ctypes.c_uint64),
+    ]
+
+
+_lib = None
+
+
+def _runtime():
+    """The runtime's C seam (libsoftnpu_runtime.so, already loaded by softnpu._C)."""
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(os.path.dirname(__file__)), "lib", "libsoftnpu_runtime.so"))
+        lib.snpuFaultInject.argtypes = [ctypes.POINTER(_Fault)]
+        lib.snpuDeviceGetUceInfo.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                                             ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
+                                             ctypes.POINTER(ctypes.c_size_t)]
+        lib.snpuGetLastErrorMessage.restype = ctypes.c_char_p
+        _lib = lib
+    return _lib
+
+
+def _check(err: int, what: str) -> None:
+    if err != 0:
+        msg = _runtime().snpuGetLastErrorMessage().decode()
+        raise (ValueError if err in (2, 3) else RuntimeError)(f"{what}: {msg}")
+
+
+# Collective faults, consumed by the hccl backend's Python side (softnpu.distributed) at each collective.
+_collective_faults: List[dict] = []
+
+
+def _this_rank() -> Optional[int]:
+    rank = os.environ.get("RANK")
+    return int(rank) if rank is not None and rank.lstrip("-").isdigit() else None
+
+
+def inject(kind: str, *, at: int = 1, device: Optional[int] = None, stream=None, rank: Optional[int] = None,
+           code: Optional[int] = None, message: Optional[str] = None, tensor: Optional[torch.Tensor] = None,
+           ptr: Optional[int] = None, size: Optional[int] = None, delay: Optional[float] = None) -> None:
+    """Arms a fault (see the module's table). ``at`` counts from now: 1 is the next kernel, task, allocation or
+    collective. ``device`` defaults to the current device (every device for kernel_error and oom when None is
+    meant: pass -1); ``stream`` (a torch.npu.Stream) restricts a kernel error to one stream."""
+    if kind not in KINDS:
+        raise ValueError(f"torch.npu._fault.inject: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if at < 1:
+        raise ValueError(f"torch.npu._fault.inject: at counts from 1 (the next event), got {at}")
+    if rank is not None and rank != _this_rank():
+        return
+    if kind in ("hccl_timeout", "dead_peer"):
+        _collective_faults.append({"kind": kind, "remaining": at})
+        return
+    from . import current_device, _lazy_init
+
+    _lazy_init()
+    if tensor is not None:
+        device = tensor.device.index
+        ptr = tensor.untyped_storage().data_ptr() + tensor.storage_offset() * tensor.element_size()
+        size = tensor.numel() * tensor.element_size()
+    if device is None:
+        device = current_device()
+    f = _Fault(kind=_RUNTIME_KIND[kind], device=device, stream_id=-1, at=at, code=code or 0,
+               message=message.encode() if message else None, ptr=ptr or 0, size=size or 0,
+               delay_us=int((delay or 0) * 1e6))
+    if stream is not None:
+        f.stream_id = int(stream.stream_id)
+    if kind == "uce" and not (ptr and size):
+        raise ValueError("torch.npu._fault.inject: a uce needs tensor= or ptr= and size=")
+    _check(_runtime().snpuFaultInject(ctypes.byref(f)), f"torch.npu._fault.inject({kind!r})")
+
+
+def clear() -> None:
+    """Disarms every fault not yet fired and ends slow devices. UCE ranges, hangs and stops stay until
+    torch.npu.restart_device (they are the device's state, not armed faults)."""
+    _collective_faults.clear()
+    _runtime().snpuFaultClear()
+
+
+def uce_ranges(device: Optional[int] = None) -> List[Tuple[int, int]]:
+    """The device's memory ranges with an uncorrectable error, as (address, size) (aclrtGetMemUceInfo)."""
+    from . import current_device
+
+    device = current_device() if device is None else device
+    cap = 128  # MAX_MEM_UCE_INFO_ARRAY_SIZE
+    addrs, sizes, count = (ctypes.c_void_p * cap)(), (ctypes.c_size_t * cap)(), ctypes.c_size_t(0)
+    _check(_runtime().snpuDeviceGetUceInfo(device, addrs, sizes, cap, ctypes.byref(count)), "uce_ranges")
+    return [(addrs[i] or 0, sizes[i]) for i in range(count.value)]
+
+
+def tensors_hit(tensors: Iterable[torch.Tensor]) -> List[int]:
+    """Indices of the tensors whose storage overlaps a UCE range of its device (the tensors a recovery restores)."""
+    ranges = {}
+    hit = []
+    for i, t in enumerate(tensors):
+        if t.device.type != "npu":
+            continue
+        if t.device.index not in ranges:
+            ranges[t.device.index] = uce_ranges(t.device.index)
+        storage = t.untyped_storage()
+        start, end = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+        if any(start < a + n and a < end for a, n in ranges[t.device.index]):
+            hit.append(i)
+    return hit
+
+
+def _collective_fault() -> Optional[str]:
+    """Called by the hccl backend at each collective: the collective fault that fires now, if any."""
+    for f in list(_collective_faults):
+        f["remaining"] -= 1
+        if f["remaining"] == 0:
+            _collective_faults.remove(f)
+            return f["kind"]
+    return None
+
+
+def _apply_environment() -> None:
+    """Injects the faults SOFTNPU_FAULT names (called once, when torch.npu initializes)."""
+    text = os.environ.get("SOFTNPU_FAULT", "").strip()
+    for spec in filter(None, (s.strip() for s in text.split(";"))):
+        kind, *pairs = [p.strip() for p in spec.split(",")]
+        kwargs = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or key not in ("at", "device", "rank", "code", "size", "delay"):
+                raise ValueError(f"SOFTNPU_FAULT='{text}' is not valid: expected kind[,key=value...] separated by "
+                                 f"';' with keys at, device, rank, code, size, delay; got {pair!r}")
+            try:
+                kwargs[key] = float(value) if key == "delay" else int(value)
+            except ValueError:
+                raise ValueError(f"SOFTNPU_FAULT='{text}' is not valid: {key} must be a number, got {value!r}")
+        if kind not in KINDS:
+            raise ValueError(f"SOFTNPU_FAULT='{text}' is not valid: unknown kind {kind!r}; expected one of "
+                             f"{', '.join(KINDS)}")
+        inject(kind, **kwargs)

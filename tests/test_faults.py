@@ -1,0 +1,190 @@
+"""Faults on demand (torch.npu._fault) and torch_npu's recovery hooks against them (issue 37).
+
+Each fault fails as on torch_npu: a kernel error is a RuntimeError with Ascend's code and "EZ9999: Inner Error!"
+(torch_npu's NPUException after a failed aclrtSynchronizeStream), a UCE "UCE ERROR" (ACL_ERROR_RT_DEVICE_MEM_ERROR,
+507053; torch_npu's handleDeviceMemError), a stopped device "FORCE STOP" (ACL_ERROR_RT_DEVICE_TASK_ABORT, 107022;
+handleDeviceTaskAbort), an OOM torch.OutOfMemoryError; check_uce_in_memory answers 0-3 as torch_npu documents it."""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+import torch_npu  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def clean_device():
+    yield
+    torch.npu._fault.clear()
+    for d in range(torch.npu.device_count()):
+        torch.npu.restart_device(d)
+    torch.npu.synchronize()
+
+
+def test_a_kernel_error_fires_at_the_chosen_op_with_ascends_code_and_the_stream_goes_on():
+    x = torch.randn(64, 64, device="npu")
+    torch.npu.synchronize()
+    torch.npu._fault.inject("kernel_error", at=2)
+    a = x + 1
+    b = x * 2  # the second kernel: fails
+    with pytest.raises(RuntimeError) as info:
+        torch.npu.synchronize()
+    text = str(info.value)
+    assert "EZ9999: Inner Error!" in text and "error code:507015" in text and "aten::mul" in text, text
+    torch.testing.assert_close(a.cpu(), x.cpu() + 1)  # the first ran; later work runs as usual
+    torch.testing.assert_close((x @ x).cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+    del b
+
+
+def test_a_kernel_error_on_one_stream_leaves_the_others():
+    x = torch.ones(8, device="npu")
+    s = torch.npu.Stream()
+    torch.npu.synchronize()
+    torch.npu._fault.inject("kernel_error", stream=s, code=507035, message="vector core exception")
+    y = x + 1  # the default stream: untouched
+    torch.npu.current_stream().synchronize()
+    with torch.npu.stream(s):
+        x.add(1)
+    with pytest.raises(RuntimeError, match="vector core exception"):
+        s.synchronize()
+    assert y.sum().item() == 16
+
+
+def test_an_injected_oom_raises_torchs_out_of_memory_and_the_process_goes_on():
+    keep = torch.arange(1000.0, device="npu")
+    torch.npu._fault.inject("oom", size=8 << 20)
+    with pytest.raises(torch.OutOfMemoryError, match="NPU out of memory. Tried to allocate 16.00 MiB"):
+        torch.empty(4 << 20, device="npu")
+    small = torch.ones(1000, device="npu")  # smaller: goes through, and the device is no longer full
+    assert small.sum().item() == 1000
+    assert keep.sum().item() == sum(range(1000))
+
+
+def test_an_oom_at_step_n_is_handled_by_halving_the_batch():
+    """The demonstration: step 3 brings a batch four times the usual, its activations need new device memory, and
+    the device is out of it (the injected OOM: 16 MiB and more); the script halves that batch until it fits."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1)).npu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data, target = torch.randn(1024, 64), torch.randn(1024, 1)
+    sizes = [256, 256, 256, 1024, 256, 256]  # the batch each step asks for
+    losses, tried = [], []
+    for step, batch in enumerate(sizes):
+        if step == 3:
+            torch.npu._fault.inject("oom", size=16 << 20)
+        while True:
+            tried.append((step, batch))
+            try:
+                x, y = data[:batch].npu(), target[:batch].npu()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                break
+            except torch.OutOfMemoryError:
+                batch //= 2
+        losses.append(loss.item())
+    halved = [b for s, b in tried if s == 3]
+    assert halved[0] == 1024 and halved[-1] < 1024 and len(halved) >= 2, tried
+    assert len(losses) == 6 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_a_uce_fails_reads_of_its_range_is_reported_and_restored_from_a_replica():
+    w = torch.randn(1000, device="npu")
+    other = torch.randn(1000, device="npu")
+    replica = w.cpu()
+    torch.npu.synchronize()
+    assert torch.npu.check_uce_in_memory(0) == 0
+    torch.npu._fault.inject("uce", tensor=w, at=10**9)
+    assert torch.npu.check_uce_in_memory(0) == 3  # memory of a live tensor
+    assert torch.npu._fault.tensors_hit([other, w]) == [1]
+    with pytest.raises(RuntimeError, match="UCE ERROR"):
+        w.cpu()
+    torch.testing.assert_close(other.cpu(), other.cpu())  # the rest of memory reads fine
+    # MindSpeed-LLM's flow: stop, check, restart, rebuild what was hit.
+    assert torch.npu.stop_device(0) == 0
+    torch.npu._recovery.mark_all_npu_tensor_unsafe(0)
+    assert not torch.npu._recovery.check_npu_tensor_is_safe(w)
+    torch.npu.restart_device(0)
+    assert torch.npu.check_uce_in_memory(0) == 0
+    w.copy_(replica)
+    torch.npu._recovery.update_npu_tensor_to_safe(w)
+    assert torch.npu._recovery.check_npu_tensor_is_safe(w)
+    torch.testing.assert_close(w.cpu(), replica)
+
+
+def test_a_uce_in_cached_free_memory_is_temporary():
+    t = torch.empty(1 << 18, device="npu")
+    torch.npu._fault.inject("uce", tensor=t, at=10**9)
+    del t  # its block stays cached by the allocator, unallocated
+    assert torch.npu.check_uce_in_memory(0) == 2
+
+
+def test_a_uce_fails_the_kernel_that_reads_it():
+    x = torch.randn(16, device="npu")
+    torch.npu.synchronize()
+    torch.npu._fault.inject("uce", tensor=x, at=1)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="UCE ERROR"):
+        torch.npu.synchronize()
+    del y
+
+
+def test_a_hung_device_blocks_until_stop_device_which_raises_force_stop_then_restart_recovers():
+    x = torch.ones(4, device="npu")
+    torch.npu.synchronize()
+    torch.npu._fault.inject("hang")
+    y = x * 3
+    time.sleep(0.3)
+    assert not torch.npu.current_stream().query()  # nothing completes
+    timer = threading.Timer(0.3, torch.npu.stop_device, args=(0,))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="FORCE STOP"):
+        torch.npu.synchronize()
+    assert time.monotonic() - start < 5
+    timer.join()
+    torch.npu.restart_device(0)
+    assert (x * 3).sum().item() == 12
+    del y
+
+
+def test_a_slow_device_delays_its_kernels():
+    x = torch.ones(4, device="npu")
+    torch.npu.synchronize()
+    torch.npu._fault.inject("slow", delay=0.05)
+    start = time.monotonic()
+    for _ in range(4):
+        x = x + 1
+    torch.npu.synchronize()
+    assert time.monotonic() - start >= 0.2
+    torch.npu._fault.clear()
+    assert x.sum().item() == 20
+
+
+def test_bad_injections_are_refused():
+    with pytest.raises(ValueError, match="unknown kind 'meteor'"):
+        torch.npu._fault.inject("meteor")
+    with pytest.raises(ValueError, match="a uce needs"):
+        torch.npu._fault.inject("uce")
+    with pytest.raises(ValueError, match="at counts from 1"):
+        torch.npu._fault.inject("kernel_error", at=0)
+
+
+def _run(code, env):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+def test_softnpu_fault_injects_at_initialization_and_names_bad_values():
+    code = ("import torch, torch_npu\nx = torch.ones(3, device='npu')\ny = x + 1\n"
+            "try:\n    torch.npu.synchronize()\nexcept RuntimeError as e:\n    print('raised', 'EZ9999' in str(e))\n")
+    out = _run(code, {"SOFTNPU_FAULT": "kernel_error,at=2"})
+    assert "raised True" in out.stdout, out.stderr[-2000:]
+    out = _run(code, {"SOFTNPU_FAULT": "kernel_error,at=2,rank=1", "RANK": "0"})  # another rank's
+    assert "raised" not in out.stdout and out.returncode == 0, out.stderr[-2000:]
+    out = _run(code, {"SOFTNPU_FAULT": "kernel_error,when=2"})
+    assert "SOFTNPU_FAULT='kernel_error,when=2' is not valid" in out.stderr, out.stderr[-2000:]
