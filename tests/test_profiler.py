@@ -182,7 +182,8 @@ def test_torch_npu_profiler_spelling(tmp_path):
         for _ in range(3):
             torch.mm(x, x)
             prof.step()
-    (path,) = tmp_path.glob("w.*.pt.trace.json")
+    # torch_npu's result directory; analyse_flag=False keeps only the raw data: the trace torch.profiler recorded.
+    (path,) = tmp_path.glob("w_*_ascend_pt/FRAMEWORK/torch.trace.json")
     events = json.loads(path.read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" and e["name"].startswith("aten::mm") for e in events)
     assert torch_npu.profiler is npu_profiler

@@ -1,6 +1,7 @@
 #include "backend/c10d/process_group_hccl.h"
 
 #include "backend/interrupt.h"
+#include "backend/profiler/collective_trace.h"
 
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
@@ -68,7 +69,15 @@ class WorkHCCL final : public c10d::Work {
 
   // Gloo has completed (successfully unless `error`): copies the outputs back on the communication stream and
   // completes the future there, so whoever waits on it orders its stream after the copies.
+  // While a profiler records: the collective started at start_ns (collective_begin()) on `stream`, moving `bytes`.
+  void trace(int64_t start_ns, c10::Stream stream, uint64_t bytes) {
+    trace_start_ns_ = start_ns;
+    trace_stream_ = stream;
+    trace_bytes_ = bytes;
+  }
+
   void complete(std::exception_ptr error) {
+    if (trace_start_ns_ != 0) profiler::collective_end(trace_start_ns_, title_, *trace_stream_, trace_bytes_);
     if (!error) {
       try {
         std::optional<c10::StreamGuard> on_comm;
@@ -124,6 +133,9 @@ class WorkHCCL final : public c10d::Work {
 
  private:
   const char* title_;
+  int64_t trace_start_ns_ = 0;
+  std::optional<c10::Stream> trace_stream_;
+  uint64_t trace_bytes_ = 0;
   const std::optional<c10::Stream> comm_;
   const std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> host_outputs_;
@@ -179,11 +191,13 @@ class Staging {
     device = t.device();
     at::Tensor host = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
     if (use & kIn) {
+      in_bytes += t.nbytes();
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
       host.copy_(t, /*non_blocking=*/true);
       has_inputs = true;
     }
     if (use & kOut) {
+      out_bytes += t.nbytes();
       outputs.push_back(t);
       host_outputs.push_back(host);
     }
@@ -238,6 +252,8 @@ class Staging {
   bool compares = false;
   std::optional<c10::Device> device;
   bool has_inputs = false;
+  uint64_t in_bytes = 0;   // staged for reading (the payload, for the profiler)
+  uint64_t out_bytes = 0;  // staged for writing back
   std::vector<at::Tensor> outputs;
   std::vector<at::Tensor> host_outputs;
 };
@@ -272,9 +288,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::run(Staging& s, GlooOp&& gloo_o
     for (const auto& t : s.outputs) npu_guard().recordDataPtrOnStream(t.storage().data_ptr(), *comm);
   }
 
+  const int64_t traced = profiler::collective_begin();
   c10::intrusive_ptr<c10d::Work> gloo_work = gloo_op();
   auto work = c10::make_intrusive<WorkHCCL>(rank_, s.type, s.title, s.device, comm, std::move(s.outputs),
                                             std::move(s.host_outputs));
+  if (traced != 0 && s.device)
+    work->trace(traced, comm ? *comm : npu_guard().getStream(*s.device), s.in_bytes ? s.in_bytes : s.out_bytes);
   if (auto gloo_future = future_of(*gloo_work)) {
     gloo_future->addCallback(
         [work](c10::ivalue::Future& f) { work->complete(f.hasError() ? f.exception_ptr() : nullptr); });

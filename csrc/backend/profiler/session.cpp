@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backend/profiler/collective_trace.h"
 #include "backend/profiler/correlation.h"
 #include "backend/profiler/launch_trace.h"
 #include "softnpu/runtime.h"
@@ -60,12 +61,14 @@ void Session::start() {
   // Records of work that ran across the end of an earlier session belong to no trace.
   drain_records(&errors_);
   take_launch_events();
+  take_collective_events();
   if (snpuActivityEnable(1) != snpuSuccess) {
     errors_.push_back(last_error("snpuActivityEnable"));
     status_ = libkineto::TraceStatus::ERROR;
     return;
   }
   set_recording_launches(wants(ActivityType::PRIVATEUSE1_RUNTIME));
+  set_recording_collectives(wants(ActivityType::CONCURRENT_KERNEL));
   status_ = libkineto::TraceStatus::RECORDING;
 }
 
@@ -73,6 +76,7 @@ void Session::start() {
 // for CUDA), and waiting here would report a kernel error to the profiler instead of the program.
 void Session::stop() {
   set_recording_launches(false);
+  set_recording_collectives(false);
   if (snpuActivityEnable(0) != snpuSuccess) errors_.push_back(last_error("snpuActivityEnable"));
   status_ = libkineto::TraceStatus::PROCESSING;
 }
@@ -128,6 +132,21 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
     if (r.failed) act.addMetadata("failed", "true");
     devices_.insert(r.device);
     streams_.emplace(r.device, stream);
+  }
+
+  // hccl collectives: kernels of their communication stream, as NCCL's kernels are in CUDA traces.
+  for (const CollectiveEvent& c : take_collective_events()) {
+    const uint64_t stream = trace_stream_id(c.stream);
+    auto& act = add(ActivityType::CONCURRENT_KERNEL, c.name);
+    act.startTime = c.start_ns;
+    act.endTime = c.end_ns;
+    act.device = c.device;
+    act.resource = static_cast<int32_t>(stream);
+    act.addMetadata("device", c.device);
+    act.addMetadata("stream", stream);
+    act.addMetadata("collective bytes", c.bytes);
+    devices_.insert(c.device);
+    streams_.emplace(c.device, stream);
   }
 
   if (wants(ActivityType::PRIVATEUSE1_RUNTIME)) {

@@ -146,6 +146,7 @@ from .streams import (
 from .sync import sync_points
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from . import utils  # torch_npu.npu.utils
+from . import mstx  # torch_npu.npu.mstx: markers and ranges on the profiler timeline
 from . import fault as _fault  # torch.npu._fault: the chip's failures on demand
 from . import _recovery  # torch.npu._recovery
 from .recovery import check_uce_in_memory, restart_device, stop_device
@@ -257,6 +258,7 @@ __all__ = [
     "max_memory_reserved",
     "mem_get_info",
     "memory",
+    "mstx",
     "memory_allocated",
     "memory_cached",
     "memory_reserved",

@@ -2,11 +2,25 @@
 
 softnpu's device profiler plugs into torch.profiler (Kineto) as the PrivateUse1 profiler, so ``torch.profiler`` and
 this module record the same trace: host ops, and the npu kernels, copies and memsets on per-stream tracks of their
-device, each linked to the op that launched it. This module only gives torch.profiler torch_npu's spellings.
+device, each linked to the op that launched it. torch's Chrome trace and torch_npu's result directory
+(``tensorboard_trace_handler``: ``{worker}_{timestamp}_ascend_pt/ASCEND_PROFILER_OUTPUT``) are two exporters of that
+one trace. See README.md in this folder for what each file holds.
 """
 
 import torch.profiler as _torch_profiler
-from torch.profiler import ProfilerAction, profile, supported_activities
+from torch.profiler import ProfilerAction, record_function, supported_activities
+
+from . import dynamic_profile
+from .experimental_config import (
+    AiCMetrics,
+    ExportType,
+    ProfilerLevel,
+    _ExperimentalConfig,
+    supported_ai_core_metrics,
+    supported_export_type,
+    supported_profiler_level,
+)
+from .profiler import _KinetoProfile, analyse, profile, tensorboard_trace_handler
 
 
 class ProfilerActivity:
@@ -22,21 +36,22 @@ def schedule(wait: int, active: int, warmup: int = 0, repeat: int = 0, skip_firs
     return _torch_profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
 
 
-def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, analyse_flag: bool = True,
-                              async_mode: bool = False):
-    """Writes each trace into ``dir_name`` as a Chrome trace, which TensorBoard's profiler plugin reads.
-
-    ``analyse_flag`` and ``async_mode`` are accepted for torch_npu code; they control torch_npu's offline parsing of
-    Ascend profiling data, which a softnpu trace does not need.
-    """
-    return _torch_profiler.tensorboard_trace_handler(dir_name, worker_name)
-
-
 __all__ = [
+    "AiCMetrics",
+    "ExportType",
     "ProfilerAction",
     "ProfilerActivity",
+    "ProfilerLevel",
+    "_ExperimentalConfig",
+    "_KinetoProfile",
+    "analyse",
+    "dynamic_profile",
     "profile",
+    "record_function",
     "schedule",
     "supported_activities",
+    "supported_ai_core_metrics",
+    "supported_export_type",
+    "supported_profiler_level",
     "tensorboard_trace_handler",
 ]
