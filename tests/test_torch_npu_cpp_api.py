@@ -258,3 +258,52 @@ def test_aclnn_elementwise_and_inplace_operators_match_cpu(opapi):
     torch.testing.assert_close(zeroed.cpu(), torch.zeros(6, 10))
     torch.testing.assert_close(filled.cpu(), torch.full((6, 10), 2.0))
     torch.testing.assert_close(copied.cpu(), b)
+
+
+@pytest.fixture(scope="module")
+def op_command():
+    from torch_npu.utils.cpp_extension import load
+
+    build = REPO / "build" / "torch_npu_api_test"
+    build.mkdir(parents=True, exist_ok=True)
+    load("torch_npu_api_test", [str(REPO / "tests" / "torch_npu_api" / "op_command_ops.cpp")],
+         build_directory=str(build), is_python_module=False)
+    return torch.ops.torch_npu_api_test.op_command
+
+
+OP_COMMAND_CASES = [
+    # type, inputs, host list, output shape/dtype, true attributes, float attribute, CPU reference
+    ("Add", 2, None, (4, 6), [], "", 0.0, lambda a, b: a + b),
+    ("RealDiv", 2, None, (4, 6), [], "", 0.0, lambda a, b: a / b),
+    ("Maximum", 2, None, (4, 6), [], "", 0.0, torch.maximum),
+    ("Axpy", 2, None, (4, 6), [], "alpha", 0.5, lambda a, b: a + 0.5 * b),
+    ("Muls", 1, None, (4, 6), [], "value", 3.0, lambda a: a * 3),
+    ("Sigmoid", 1, None, (4, 6), [], "", 0.0, torch.sigmoid),
+    ("Rsqrt", 1, None, (4, 6), [], "", 0.0, torch.rsqrt),
+    ("MatMul", 2, None, (4, 4), ["transpose_x2"], "", 0.0, lambda a, b: a @ b.t()),
+    ("BatchMatMul", 2, None, (6, 6), ["adj_x1"], "", 0.0, lambda a, b: a.t() @ b),
+    ("ReduceSum", 1, [1], (4, 1), ["keep_dims"], "", 0.0, lambda a: a.sum(1, keepdim=True)),
+    ("ReduceMean", 1, [0], (6,), [], "", 0.0, lambda a: a.mean(0)),
+    ("Transpose", 1, [1, 0], (6, 4), [], "", 0.0, lambda a: a.t()),
+    ("SoftmaxV2", 1, None, (4, 6), [], "", 0.0, lambda a: a.softmax(-1)),
+    ("Cast", 1, None, ((4, 6), torch.float16), [], "", 0.0, lambda a: a.half()),
+]
+
+
+@pytest.mark.parametrize("case", OP_COMMAND_CASES, ids=[c[0] for c in OP_COMMAND_CASES])
+def test_op_command_types_match_cpu(op_command, case):
+    name, n_inputs, host, out_spec, flags, attr, value, reference = case
+    torch.manual_seed(3)
+    inputs = [torch.rand(4, 6) + 0.5 for _ in range(n_inputs)]
+    shape, dtype = out_spec if isinstance(out_spec[-1], torch.dtype) else (out_spec, torch.float32)
+    out = torch.empty(shape, dtype=dtype).npu()
+    op_command(name, [t.npu() for t in inputs], host, out, flags, attr, value)
+    torch.testing.assert_close(out.cpu(), reference(*inputs))
+
+
+def test_op_command_errors(op_command):
+    x = torch.ones(2, 2).npu()
+    with pytest.raises(NotImplementedError, match="'ROIAlign' is not one softnpu provides"):
+        op_command("ROIAlign", [x], None, torch.empty(2, 2).npu(), [], "", 0.0)
+    with pytest.raises(RuntimeError, match=r"output 0 has shape \[3, 3\]"):
+        op_command("Add", [x, x], None, torch.empty(3, 3).npu(), [], "", 0.0)
