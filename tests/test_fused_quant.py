@@ -306,7 +306,9 @@ def test_weight_quant_batchmatmul_int4_per_group_documented_example():
     got = torch_npu.npu_weight_quant_batchmatmul(x.npu(), packed, scale.npu(), offset.npu(),
                                                  antiquant_group_size=32).cpu()
     want = weight_quant_reference(x, w, scale, offset, group=32)
-    assert torch.equal(got, want)
+    # Without a bias the product is ATen's half GEMM (float32 accumulation in its own order, one rounding): within
+    # one rounding of the reference.
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-2)
 
 
 def test_weight_quant_batchmatmul_errors_at_the_call():

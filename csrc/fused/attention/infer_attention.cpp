@@ -15,6 +15,7 @@
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "fused/common.h"
@@ -332,9 +333,14 @@ at::Tensor per_channel(const at::Tensor& s, int64_t n2, int64_t d) {
   return s.numel() == 1 ? s.reshape({1, 1, 1, 1}) : s.reshape({1, n2, 1, d});
 }
 
+// float32 and contiguous in one pass.
+at::Tensor dense_float(const at::Tensor& t) {
+  return t.to(t.options().dtype(at::kFloat), false, false, c10::MemoryFormat::Contiguous);
+}
+
 at::Tensor dequantize(const at::Tensor& kv, const Opt& scale, const Opt& offset, const Problem& p, int64_t d,
                       c10::ScalarType dtype) {
-  if (kv.scalar_type() != at::kChar) return kv.to(at::kFloat);
+  if (kv.scalar_type() != at::kChar) return dense_float(kv);
   at::Tensor x = kv.to(at::kFloat);
   if (given(offset)) x = x + per_channel(offset->to(at::kFloat), p.n2, d);
   // Rounded to the query's dtype, which the dequantized cache is in on the chip.
@@ -390,9 +396,12 @@ at::Tensor masked_positions(const Call& c, const Problem& p, const at::TensorOpt
 void check_compressed_mask(const Call& c) {
   // Leaked: compute threads may still compare against it while the process exits.
   static const at::Tensor& expected = *new at::Tensor(at::ones({2048, 2048}, at::kBool).triu_(1));
-  TORCH_CHECK(at::equal(c.mask->reshape({2048, 2048}).to(at::kBool), expected), c.op, ": sparse_mode ",
-              c.sparse_mode, " takes the compressed atten_mask torch.triu(torch.ones(2048, 2048), diagonal=1) (True "
-              "above the diagonal); the atten_mask given differs");
+  // Bytes compared directly: bool, int8 and uint8 masks hold 0 and 1 alike, and memcmp is many times faster than
+  // at::equal.
+  const at::Tensor m = c.mask->contiguous();
+  TORCH_CHECK(std::memcmp(m.const_data_ptr(), expected.const_data_ptr(), expected.numel()) == 0, c.op,
+              ": sparse_mode ", c.sparse_mode, " takes the compressed atten_mask torch.triu(torch.ones(2048, 2048), "
+              "diagonal=1) (True above the diagonal); the atten_mask given differs");
 }
 
 using FaSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
@@ -406,7 +415,7 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   at::Tensor q = p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n);
   at::Tensor k = dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, p, p.dq, dtype);
   at::Tensor v = dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, p, p.dv, dtype);
-  q = q.to(at::kFloat);
+  q = dense_float(q);
   if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
     const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
     const at::Tensor kr = kv_bnsd(*c.key_rope, c, p);
@@ -424,16 +433,28 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   // softmax(scale * q k^T + pse): the scale folded into the query, so the kernel's pse (added before its scale of 1)
   // is torch_npu's pse_shift.
   q = q * c.scale;
-  Opt pse;
+  at::Tensor pse;
   if (given(c.pse)) pse = c.pse->narrow(2, 0, p.sq).narrow(3, 0, p.skv).to(at::kFloat);
   if (given(c.mask) && c.sparse_mode >= 2 && !(p.sq == 1 && !given(c.query_rope))) check_compressed_mask(c);
-  const at::Tensor masked = masked_positions(c, p, q.options());
+  at::Tensor masked = masked_positions(c, p, q.options());
+  // Grouped heads without copying key and value per query head: the G = N / N2 query heads of a key/value head
+  // become G blocks of rows of one query ([B, N2, G * Sq, D], head n2 * G + g's row i at g * Sq + i), and the masks
+  // and pse follow.
+  const int64_t g = p.n / p.n2;
+  if (g > 1) {
+    const auto fold = [&](const at::Tensor& t) { return t.reshape({t.size(0), p.n2, g * p.sq, t.size(3)}); };
+    q = fold(q);
+    if (pse.defined()) pse = fold(pse.expand({pse.size(0), p.n, p.sq, p.skv}));
+    masked = masked.size(1) == 1 ? masked.repeat({1, 1, g, 1}) : fold(masked.expand({-1, p.n, -1, -1}));
+  }
   static const auto kernel = npu_op<FaSig>("npu::_npu_fusion_attention");
   auto [out, max, sum, unused] =
-      kernel.call(q.contiguous(), k.contiguous(), v.contiguous(), p.n, "BNSD", pse, std::nullopt, masked, 1., 1.,
-                  kBig, kBig, 0, std::nullopt, std::nullopt, std::nullopt, 1, 0, 0);
-  out = out.narrow(-1, 0, p.dv);
-  const at::Tensor lse = max.narrow(-1, 0, 1) + sum.narrow(-1, 0, 1).log();
+      kernel.call(q.contiguous(), k.contiguous(), v.contiguous(), p.n2, "BNSD",
+                  pse.defined() ? Opt(pse.contiguous()) : std::nullopt, std::nullopt, masked, 1., 1., kBig, kBig, 0,
+                  std::nullopt, std::nullopt, std::nullopt, 1, 0, 0);
+  const auto unfold = [&](const at::Tensor& t) { return t.reshape({p.b, p.n, p.sq, t.size(3)}); };
+  out = unfold(out).narrow(-1, 0, p.dv);
+  const at::Tensor lse = unfold(max).narrow(-1, 0, 1) + unfold(sum).narrow(-1, 0, 1).log();
   return {out, lse};
 }
 

@@ -17,12 +17,11 @@ inline at::Tensor pack_int4(const at::Tensor& values) {
   return nibbles.bitwise_left_shift(shifts).sum(-1).to(at::kInt);
 }
 
-// [..., n] int32 -> [..., 8n] int8 values in [-8, 7].
-inline at::Tensor unpack_int4(const at::Tensor& packed) {
-  const at::Tensor shifts = at::arange(0, 32, 4, packed.options().dtype(at::kInt));
-  at::Tensor nibbles = packed.unsqueeze(-1).bitwise_right_shift(shifts).bitwise_and(0xF);
-  nibbles = nibbles - nibbles.ge(8).to(at::kInt) * 16;  // sign-extend the nibble
-  return nibbles.flatten(-2).to(at::kChar);
+// [..., n] int32 -> [..., 8n] values in [-8, 7] as `dtype`: nibble j shifted to the top bits, then arithmetically
+// back down, which sign-extends it (two passes over int32, no wider intermediate).
+inline at::Tensor unpack_int4(const at::Tensor& packed, c10::ScalarType dtype = at::kChar) {
+  const at::Tensor up = at::arange(28, -4, -4, packed.options().dtype(at::kInt));  // 28 - 4j for nibble j
+  return packed.unsqueeze(-1).bitwise_left_shift(up).bitwise_right_shift_(28).flatten(-2).to(dtype);
 }
 
 }  // namespace softnpu::fused

@@ -1,6 +1,6 @@
 // npu_quant_matmul(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, ...) and npu_trans_quant_param:
 // torch_npu's quantized matmul, computing what the chip computes. The int8 (or int4: 8 values per int32) products
-// accumulate exactly (int32 on the chip; here in float64, exact for these sizes), then, as torch_npu documents,
+// accumulate exactly in int32 (ATen's int8 GEMM), then, as torch_npu documents,
 //   int32 bias:            out = (x1 @ x2 + bias) * scale [* pertoken_scale] + offset
 //   no bias:               out =  x1 @ x2 * scale [* pertoken_scale] + offset
 //   bfloat16/float32 bias: out =  x1 @ x2 * scale [* pertoken_scale] + bias
@@ -178,6 +178,28 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
   return p;
 }
 
+// int8 [.., m, k] @ [.., k, n] (batch dims broadcast) accumulated exactly in int32, as the chip's cube unit does:
+// ATen's int8 GEMM (_int_mm) on each 2-D product.
+at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b) {
+  if (b.dim() == 2) {
+    const at::Tensor rows = a.reshape({-1, a.size(-1)}).contiguous();
+    auto shape = a.sizes().vec();
+    shape.back() = b.size(1);
+    return at::_int_mm(rows, b.contiguous()).view(shape);
+  }
+  const auto batch = at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
+  std::vector<int64_t> a_shape(batch), b_shape(batch);
+  a_shape.insert(a_shape.end(), {a.size(-2), a.size(-1)});
+  b_shape.insert(b_shape.end(), {b.size(-2), b.size(-1)});
+  const at::Tensor a3 = a.expand(a_shape).reshape({-1, a.size(-2), a.size(-1)});
+  const at::Tensor b3 = b.expand(b_shape).reshape({-1, b.size(-2), b.size(-1)});
+  std::vector<at::Tensor> outs;
+  for (int64_t i = 0; i < a3.size(0); ++i) outs.push_back(at::_int_mm(a3[i].contiguous(), b3[i].contiguous()));
+  std::vector<int64_t> shape(batch);
+  shape.insert(shape.end(), {a.size(-2), b.size(-1)});
+  return at::stack(outs).view(shape);
+}
+
 at::Tensor quant_matmul_meta(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale,
                              const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
                              const std::optional<at::Tensor>& bias, std::optional<int64_t> output_dtype,
@@ -199,11 +221,10 @@ at::Tensor quant_matmul_cpu(const at::Tensor& x1, const at::Tensor& x2, const at
                        scale_dtype, group_sizes, y_scale);
   const at::Tensor a = p.int4 ? unpack_int4(x1) : x1;
   const at::Tensor b = p.int4 ? unpack_x2(x2) : x2;
-  // Exact: |sum| <= k * 128 * 128 stays far below 2^53.
-  at::Tensor acc = at::matmul(a.to(at::kDouble), b.to(at::kDouble));
+  at::Tensor acc = int_matmul(a, b);
   const bool int_bias = given(bias) && bias->scalar_type() == at::kInt;
-  if (int_bias) acc = acc + bias->to(at::kDouble);
-  if (p.out == at::kInt) return acc.to(at::kInt).contiguous();
+  if (int_bias) acc = acc + *bias;
+  if (p.out == at::kInt) return acc.contiguous();
 
   at::Tensor s, off;
   if (scale.scalar_type() == at::kLong) {

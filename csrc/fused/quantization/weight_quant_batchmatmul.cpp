@@ -151,11 +151,18 @@ at::Tensor wqbmm_meta(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   return at::empty(p.shape, x.options().dtype(p.out));
 }
 
-// A scale-like tensor as [K, N] rows for the weight's K rows (each group's row repeated over its rows).
-at::Tensor per_row(const at::Tensor& t, const Plan& p) {
-  at::Tensor m = t.dim() == 2 ? t : t.reshape({1, -1});
-  if (m.size(0) == 1) return m;
-  return m.repeat_interleave(p.group, 0).narrow(0, 0, p.k);
+// The weight dequantized in x's dtype, (weight + offset) * scale: per group as [groups, group, N] so the scale rows
+// broadcast (no [K, N] copies of them), K padded to whole groups and cut back.
+at::Tensor dequantize(const at::Tensor& values, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
+                      const Plan& p, c10::ScalarType dt) {
+  const auto rows = [](const at::Tensor& t) { return t.dim() == 2 ? t.unsqueeze(1) : t.reshape({1, 1, -1}); };
+  const int64_t groups = (p.k + p.group - 1) / p.group;
+  at::Tensor w = values.to(dt);
+  if (groups * p.group != p.k) w = at::constant_pad_nd(w, {0, 0, 0, groups * p.group - p.k});
+  w = w.reshape({groups, p.group, p.n});
+  if (given(offset)) w.add_(rows(*offset));  // each step rounded to x's dtype, as the chip's vector unit does
+  w.mul_(rows(scale));
+  return w.reshape({groups * p.group, p.n}).narrow(0, 0, p.k);
 }
 
 at::Tensor wqbmm_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale,
@@ -165,16 +172,17 @@ at::Tensor wqbmm_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   const Plan p = check(x, w, scale, offset, quant_scale, quant_offset, bias, group_size, inner_precise, weight_dtype);
   const auto dt = x.scalar_type();
   at::Tensor values = w;
-  if (p.int4) values = is_transposed(w) ? unpack_int4(w.transpose(0, 1)).transpose(0, 1) : unpack_int4(w);
-  at::Tensor deq = values.to(dt);
-  if (given(offset)) deq = deq + per_row(*offset, p);  // rounded to x's dtype, as the chip's vector unit does
-  deq = deq * per_row(scale, p);
+  if (p.int4) values = is_transposed(w) ? unpack_int4(w.transpose(0, 1), dt).transpose(0, 1) : unpack_int4(w, dt);
+  const at::Tensor deq = dequantize(values, scale, offset, p, dt);
+  if (!given(bias) && !given(quant_scale))
+    return at::matmul(x, deq).contiguous();  // ATen's half GEMM: float32 accumulation, one rounding to x's dtype
+  // The bias (and the output quantization) join before the one rounding.
   at::Tensor y = at::matmul(x.to(at::kFloat), deq.to(at::kFloat));
-  if (given(bias)) y = y + bias->to(at::kFloat).reshape({-1});
+  if (given(bias)) y.add_(bias->to(at::kFloat).reshape({-1}));
   if (!given(quant_scale)) return y.to(dt).contiguous();
-  y = y * quant_scale->reshape({-1});
-  if (given(quant_offset)) y = y + quant_offset->reshape({-1});
-  return y.round().clamp(-128, 127).to(at::kChar).contiguous();
+  y.mul_(quant_scale->reshape({-1}));
+  if (given(quant_offset)) y.add_(quant_offset->reshape({-1}));
+  return y.round_().clamp_(-128, 127).to(at::kChar).contiguous();
 }
 
 }  // namespace
