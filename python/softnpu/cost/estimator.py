@@ -17,6 +17,7 @@ and friends, e.g. tensor parallelism's) are recorded over ``tp`` ranks and wait 
 """
 
 import contextlib
+import functools
 import math
 import weakref
 
@@ -39,6 +40,19 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 def _on_npu(t: torch.Tensor) -> bool:
     return t.device.type == "npu"
+
+
+@functools.cache
+def _composite_on_npu(func) -> bool:
+    """Whether npu runs the op's CompositeExplicitAutograd kernel (the op has no npu kernel of its own, where the op
+    path's fallback would launch it as one kernel)."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(func.name(), torch._C.DispatchKey.CompositeExplicitAutograd) and \
+        not has(func.name(), torch._C.DispatchKey.PrivateUse1)
+
+
+def _list_length(args: tuple) -> int:
+    return max((len(a) for a in args if isinstance(a, (list, tuple))), default=0)
 
 
 def _wrap_numbers(func, args: tuple) -> tuple:
@@ -89,7 +103,16 @@ class _Recorder(TorchDispatchMode):
         fresh = [t for t in outputs if id(t) not in ids]
         overload = func._overloadname
         qualified = name if overload == "default" else f"{name}.{overload}"
-        e = estimate_op(qualified, _wrap_numbers(func, args), kwargs, fresh, self.owner.soc)
+        args = _wrap_numbers(func, args)
+        if name.startswith("aten::_foreach_") and _composite_on_npu(func):
+            # npu runs the foreach op's composite, one kernel per tensor of the lists: estimated one by one.
+            for i in range(_list_length(args)):
+                one = tuple([a[i]] if isinstance(a, (list, tuple)) else a for a in args)
+                e = estimate_op(qualified, one, kwargs, [fresh[i]] if len(fresh) > i else [], self.owner.soc)
+                if e is not None:
+                    self.owner._record(name, e)
+            return out
+        e = estimate_op(qualified, args, kwargs, fresh, self.owner.soc)
         if e is not None:
             self.owner._record(name, e)
         return out
