@@ -38,9 +38,10 @@ def _receiver(inbox, outbox):
     view.fill_(7.0)
     torch.npu.synchronize()
     outbox.put(("storage", storage.device.type, storage.nbytes()))
-    # 4. A view of a larger tensor and a Parameter arrive as such.
+    # 4. A view of a larger tensor and a Parameter arrive as such, the Parameter with its format.
     view_of, param = inbox.get()
-    outbox.put(("view", view_of.cpu().tolist(), view_of.storage_offset(), type(param).__name__, param.requires_grad))
+    outbox.put(("view", view_of.cpu().tolist(), view_of.storage_offset(), type(param).__name__, param.requires_grad,
+                torch_npu.get_npu_format(param)))
     assert inbox.get() == "done"
 
 
@@ -82,9 +83,9 @@ def test_npu_tensors_through_a_queue_to_a_spawned_process():
         assert base.cpu().tolist() == [7.0] * 4 + [0.0] * 12
 
         big = torch.arange(10, dtype=torch.float32, device="npu")
-        param = torch.nn.Parameter(torch.ones(3, device="npu"))
+        param = torch.nn.Parameter(torch_npu.npu_format_cast(torch.ones(3, 4, device="npu"), 0))  # NCHW
         inbox.put((big[5:8], param))
-        assert outbox.get(timeout=TIMEOUT) == ("view", [5.0, 6.0, 7.0], 5, "Parameter", True)
+        assert outbox.get(timeout=TIMEOUT) == ("view", [5.0, 6.0, 7.0], 5, "Parameter", True, 0)
         inbox.put("done")
         child.join(TIMEOUT)
         assert child.exitcode == 0

@@ -9,6 +9,7 @@ device; torch_npu's names (``rebuild_npu_tensor``, ``reduce_tensor``, ``reduce_s
   counter in shared memory, see csrc/backend/ipc.h); a receiver keeps it alive after the sender dropped its tensor.
   ``torch.npu.ipc_collect()`` frees the blocks receivers have let go of (every send does too).
 - What was queued on the sender's current stream before the send is complete when the receiver reads it.
+- The tensor's format (``get_npu_format``) travels with it.
 - As with CUDA: a storage alone cannot be pickled (send a tensor), the receiving process must not be a fork of an
   initialized parent (start it with ``spawn`` or ``forkserver``), and a process cannot receive its own tensors
   through a pickle.
@@ -43,7 +44,8 @@ def _release_ipc_counter_npu(cls, ref_counter_handle, ref_counter_offset, device
 
 def rebuild_npu_tensor(tensor_cls, tensor_size, tensor_stride, tensor_offset, storage_cls, dtype, storage_device,
                        storage_handle, storage_size_bytes, storage_offset_bytes, requires_grad, ref_counter_handle,
-                       ref_counter_offset, event_handle, event_sync_required):
+                       ref_counter_offset, event_handle, event_sync_required, npu_format=2):
+    """torch_npu's arguments (CUDA's rebuild_cuda_tensor's), and the tensor's format (ND by default)."""
     device = torch.device("npu", storage_device)
     if storage_handle is None or storage_size_bytes == 0:
         storage = torch.UntypedStorage(0, device=device)
@@ -64,6 +66,8 @@ def rebuild_npu_tensor(tensor_cls, tensor_size, tensor_stride, tensor_offset, st
         t = torch.nn.parameter.Parameter(t, requires_grad=requires_grad)
     else:
         t.requires_grad = requires_grad
+    if npu_format != 2:
+        torch.ops.npu.npu_format_cast_(t, npu_format)
     return t
 
 
@@ -83,7 +87,7 @@ def reduce_tensor(tensor):
     return (rebuild_npu_tensor, (type(tensor), tensor.size(), tensor.stride(), tensor.storage_offset(),
                                  type(storage), tensor.dtype, device, handle, storage_size_bytes,
                                  storage_offset_bytes, tensor.requires_grad, ref_counter_handle, ref_counter_offset,
-                                 event_handle, event_sync_required))
+                                 event_handle, event_sync_required, torch.ops.npu.get_npu_format(tensor)))
 
 
 def reduce_storage(storage):
