@@ -1,5 +1,6 @@
 """torch_npu.profiler's API and torch_npu's result directory ({worker}_{timestamp}_ascend_pt/ASCEND_PROFILER_OUTPUT),
-and Ascend's analysis tool on it: msprof-analyze (installed by the fixture, pinned) advisor, compare and cluster.
+and Ascend's tools on it: msprof-analyze (installed by the fixture, pinned) advisor, compare and cluster, and the
+TensorBoard plugin for Ascend profiles (torch-tb-profiler-ascend).
 
 One module fixture runs torch_npu's documented profiling example unchanged (a small model, Level0, one active step
 after a skipped one) and a second profile with everything on (Level1, record_shapes, profile_memory, msprof_tx);
@@ -439,3 +440,43 @@ def test_msprof_analyze_cluster(cluster_run, msprof_analyze):
     matrix = json.loads((out / "cluster_communication_matrix.json").read_text())
     links = matrix["(0, 1)"]["step2"]["allreduce-total@0"]
     assert links["0-1"]["Transport Type"] == "HCCS" and links["0-1"]["Transit Size(MB)"] > 0
+
+
+# --- the TensorBoard plugin for Ascend profiles (torch-tb-profiler-ascend) reads the result directory
+
+TB_PLUGIN = ["torch-tb-profiler-ascend==0.4.0.11", "tensorboard==2.21.0", "absl-py==2.5.1", "pandas==3.1.1"]
+TB_LOAD = """
+import json, sys
+from torch_tb_profiler import io
+from torch_tb_profiler.profiler.loader import RunLoader
+
+def main():
+    run = RunLoader("run", sys.argv[1], io.Cache(), device_target="Ascend").load()
+    out = []
+    for p in run.get_profiles():
+        rows = p.kernel_table["data"]["rows"] if p.kernel_table else []
+        out.append({"worker": p.worker, "views": [v.name for v in p.views],
+                    "kernels": sorted({str(r[5]) for r in rows})})
+    print(json.dumps(out))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_tensorboard_plugin_loads_the_result_directory(profiles, tmp_path):
+    if any(importlib.util.find_spec(m) is None for m in ("torch_tb_profiler", "tensorboard", "absl")):
+        try:
+            pip_install(*TB_PLUGIN)
+        except subprocess.CalledProcessError:
+            pytest.skip("torch-tb-profiler-ascend could not be installed (no package index?)")
+    _, full = profiles
+    script = tmp_path / "load.py"  # the plugin's loader starts processes: it needs an importable main module
+    script.write_text(TB_LOAD)
+    done = subprocess.run([sys.executable, str(script), str(full.parent)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    (profile,) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert profile["worker"] == "worker0"
+    assert {"operator", "kernel", "memory", "trace"} <= set(profile["views"])
+    assert "aten::addmm" in profile["kernels"]
