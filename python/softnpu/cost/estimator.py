@@ -218,10 +218,10 @@ class estimate(contextlib.ContextDecorator):
             raise RuntimeError("softnpu.cost.estimate contexts do not nest")
         self._fake = FakeTensorMode(allow_non_fake_inputs=True)
         self._recorder = _Recorder(self)
-        self._default_device = torch.get_default_device()
+        self._device = torch.device("npu")  # the default device inside, as a context so it nests
         self._fake.__enter__()
         self._recorder.__enter__()
-        torch.set_default_device("npu")
+        self._device.__enter__()
         # Module.to()/.half() of a fake parameter swaps tensors, which fake parameters refuse (the fake mode holds a
         # weak reference to each); their storage-less data can be replaced in place instead.
         swap = torch.utils.swap_tensors
@@ -245,7 +245,7 @@ class estimate(contextlib.ContextDecorator):
         for owner, name, value in reversed(self._restore):
             setattr(owner, name, value)
         self._restore.clear()
-        torch.set_default_device(self._default_device)
+        self._device.__exit__(*exc)
         self._recorder.__exit__(*exc)
         self._fake.__exit__(*exc)
         if self._step_kernels is None:
