@@ -1,0 +1,111 @@
+// npu_fast_gelu(x) -> x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|)), torch_npu's FastGelu (= x * sigmoid(1.702 x),
+// written so that no exponential overflows). Backward: npu_fast_gelu_backward(grad, x). One elementwise pass each
+// (TensorIterator, float32 for half inputs) where the composite makes three.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/cpu/Loops.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "fused/common.h"
+
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_fast_gelu(Tensor self) -> Tensor");
+  m.def("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor");
+}
+
+namespace softnpu::fused {
+
+namespace {
+
+void check(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, op,
+              ": self must be float32, float16 or bfloat16, got ", x.scalar_type());
+}
+
+inline float fast_gelu(float x) {
+  const float a = std::fabs(x);
+  return x / (1.f + std::exp(-1.702f * a)) * std::exp(0.851f * (x - a));
+}
+
+// d/dx x * s(1.702 x) = s + 1.702 x s (1 - s), s = sigmoid(1.702 x).
+inline float fast_gelu_grad(float x) {
+  const float s = 1.f / (1.f + std::exp(-1.702f * x));
+  return s + 1.702f * x * s * (1.f - s);
+}
+
+at::Tensor fast_gelu_meta(const at::Tensor& x) {
+  check(x, "npu_fast_gelu");
+  return at::empty(x.sizes(), x.options());
+}
+
+at::Tensor fast_gelu_cpu(const at::Tensor& x) {
+  check(x, "npu_fast_gelu");
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  auto iter = at::TensorIteratorConfig().add_output(y).add_const_input(x).build();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu_fast_gelu", [&] {
+    at::native::cpu_kernel(iter, [](scalar_t v) -> scalar_t { return static_cast<scalar_t>(fast_gelu(v)); });
+  });
+  return y;
+}
+
+at::Tensor fast_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x) {
+  check(x, "npu_fast_gelu_backward");
+  TORCH_CHECK(grad.sizes() == x.sizes() && grad.scalar_type() == x.scalar_type(),
+              "npu_fast_gelu_backward: grad ", grad.sizes(), " ", grad.scalar_type(), " must match self ", x.sizes(),
+              " ", x.scalar_type());
+  return at::empty(x.sizes(), x.options());
+}
+
+at::Tensor fast_gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x) {
+  at::Tensor dx = fast_gelu_backward_meta(grad, x);
+  dx = at::empty(x.sizes(), x.options());
+  auto iter = at::TensorIteratorConfig().add_output(dx).add_const_input(grad).add_const_input(x).build();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu_fast_gelu_backward", [&] {
+    at::native::cpu_kernel(iter, [](scalar_t g, scalar_t v) -> scalar_t {
+      return static_cast<scalar_t>(static_cast<float>(g) * fast_gelu_grad(v));
+    });
+  });
+  return dx;
+}
+
+using FastGeluSig = at::Tensor(const at::Tensor&);
+using FastGeluBackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&);
+
+class FastGeluFunction : public torch::autograd::Function<FastGeluFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto op = npu_op<FastGeluSig>("npu::npu_fast_gelu");
+    ctx->save_for_backward({x});
+    return {op.call(x)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    static const auto op = npu_op<FastGeluBackwardSig>("npu::npu_fast_gelu_backward");
+    return {op.call(grads[0], ctx->get_saved_variables()[0])};
+  }
+};
+
+at::Tensor fast_gelu_autograd(const at::Tensor& x) { return FastGeluFunction::apply(x)[0]; }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, Meta, m) {
+  m.impl("npu_fast_gelu", fast_gelu_meta);
+  m.impl("npu_fast_gelu_backward", fast_gelu_backward_meta);
+}
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_fast_gelu", fast_gelu_cpu);
+  m.impl("npu_fast_gelu_backward", fast_gelu_backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_fast_gelu", fast_gelu_autograd); }
+
+}  // namespace softnpu::fused
