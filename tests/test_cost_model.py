@@ -98,6 +98,19 @@ def test_each_kernel_in_the_trace_carries_its_estimate_beside_its_duration(tmp_p
     assert step.step_us > 0 and step.bound in ("compute", "memory", "launch") and 0 < step.mfu < 1
 
 
+def test_the_profiler_and_the_estimator_give_a_kernel_the_same_estimate():
+    a = torch.randn(256, 512, device="npu", dtype=torch.float16)
+    b = torch.randn(512, 384, device="npu", dtype=torch.float16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        torch.mm(a, b)
+        torch.npu.synchronize()
+    (row,) = [r for r in cost.key_averages(prof) if r.key == "aten::mm"]
+    with cost.estimate() as est:
+        torch.mm(torch.empty(256, 512, dtype=torch.float16), torch.empty(512, 384, dtype=torch.float16))
+    (kernel,) = est.result.kernels
+    assert row.estimated_device_time_total == pytest.approx(kernel.estimate.us)
+
+
 # --------------------------------------------------------------------------------------------------------- estimator
 
 
