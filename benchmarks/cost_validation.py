@@ -99,8 +99,9 @@ PUBLISHED = [
         "examples/estimate/resnet50.py: float16 autocast, SGD with momentum",
         resnet50_images_per_s),
     Published(
-        "LLaMA2-7B pre-training, MindSpeed-LLM, 1 x 8 Atlas 900 A2 PODc, BF16, 4K sequence", 4200, "tokens/s/device",
-        "MindSpeed-LLM (then ModelLink) README.md, model table (git a780cb59, 2024-08-02); configuration: "
+        "LLaMA2-7B pre-training, MindSpeed-LLM, 1 x 8 Atlas 900 A2 PODc, BF16, 4K sequence", 4241, "tokens/s/device",
+        "MindSpeed-LLM (then ModelLink) examples/llama2/README.md, throughput table: 4241 tokens/s/p, 30.9 s/step "
+        "(git f78de57a, 2024-06-06; README.md's model table rounds it to 4200 for Atlas 900 A2 PODc); configuration: "
         "examples/llama2/pretrain_llama2_7b_ptd.sh (TP 1, PP 2, micro-batch 1, global batch 256, flash attention, "
         "distributed optimizer)",
         "Ascend910B3 (Atlas A2's 313-TFLOPS NPU); examples/estimate/llama.py: torch_npu's fused RMSNorm, rotary, "
