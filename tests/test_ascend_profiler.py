@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -285,7 +286,7 @@ def test_offline_analyse_and_the_estimate_column(tmp_path):
         torch_npu.profiler.analyse(str(tmp_path / "nothing"))
 
 
-def test_kineto_profile_and_handler(tmp_path):
+def kineto_profile_of_mm():
     prof = torch_npu.profiler._KinetoProfile(
         activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
         experimental_config=torch_npu.profiler._ExperimentalConfig())
@@ -294,11 +295,24 @@ def test_kineto_profile_and_handler(tmp_path):
     prof.start()
     (x @ x).cpu()
     prof.stop()
+    return prof
+
+
+def test_kineto_profile_and_handler(tmp_path):
+    prof = kineto_profile_of_mm()
     torch_npu.profiler.tensorboard_trace_handler(str(tmp_path), worker_name="kineto")(prof)
     (result,) = tmp_path.glob("kineto_*_ascend_pt")
     _, rows = read_csv(result / OUTPUT / "kernel_details.csv")
     assert [r["Name"] for r in rows if r["Accelerator Core"] == "AI_CORE"] == ["aten::mm"]
     assert not (result / "FRAMEWORK").exists()  # data_simplification (default on) drops the raw data
+    # async_mode: the handler returns at once; a background process writes ASCEND_PROFILER_OUTPUT.
+    torch_npu.profiler.tensorboard_trace_handler(str(tmp_path / "async"), worker_name="bg", async_mode=True)(
+        kineto_profile_of_mm())
+    (result,) = (tmp_path / "async").glob("bg_*_ascend_pt")
+    deadline = time.monotonic() + 60
+    while not (result / OUTPUT / "step_trace_time.csv").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert read_csv(result / OUTPUT / "kernel_details.csv")[1]
 
 
 def test_dynamic_profile_collects_when_the_config_changes(tmp_path):
