@@ -188,3 +188,59 @@ def test_softnpu_fault_injects_at_initialization_and_names_bad_values():
     assert "raised" not in out.stdout and out.returncode == 0, out.stderr[-2000:]
     out = _run(code, {"SOFTNPU_FAULT": "kernel_error,when=2"})
     assert "SOFTNPU_FAULT='kernel_error,when=2' is not valid" in out.stderr, out.stderr[-2000:]
+
+
+# Two ranks of an hccl group with HCCL_EXEC_TIMEOUT=3: rank 1 dies (SIGKILL) or stops answering (sleeps) instead of
+# joining an all_reduce; rank 0 prints how long its all_reduce took to raise and what it raised.
+PEER_CHILD = r"""
+import os, signal, sys, time
+import torch, torch_npu
+import torch.distributed as dist
+rank, mode, store = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
+torch.npu.set_device(rank)
+x = torch.ones(1024, device=f"npu:{rank}")
+dist.all_reduce(x)
+assert x[0].item() == 2
+if rank == 1:
+    if mode == "dead":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(20)
+    os._exit(0)
+start = time.monotonic()
+try:
+    dist.all_reduce(x)
+    torch.npu.synchronize()
+    print("completed")
+except Exception as e:
+    print(f"raised {time.monotonic() - start:.2f} {type(e).__name__}: {str(e)[:200]!r}", flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["dead", "silent"])
+def test_a_rank_whose_peer_died_or_went_silent_raises_within_hccl_exec_timeout(mode, tmp_path):
+    env = {**os.environ, "HCCL_EXEC_TIMEOUT": "3", "SOFTNPU_DEVICE_COUNT": "2"}
+    procs = [subprocess.Popen([sys.executable, "-c", PEER_CHILD, str(r), mode, str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for r in (0, 1)]
+    try:
+        out, err = procs[0].communicate(timeout=60)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert out.startswith("raised"), out + err[-2000:]
+    elapsed = float(out.split()[1])
+    assert elapsed < 3 + 4, out  # within the timeout (plus a noisy host's margin); never the group's 30 minutes
+
+
+def test_hccl_timeouts_are_parsed_with_clear_errors(monkeypatch):
+    from softnpu.distributed import _hccl_timeout
+
+    monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "7")
+    assert _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836).total_seconds() == 7
+    monkeypatch.setenv("HCCL_EXEC_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="HCCL_EXEC_TIMEOUT='soon' is not valid"):
+        _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836)
+    monkeypatch.delenv("HCCL_EXEC_TIMEOUT")
+    assert _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836).total_seconds() == 1836

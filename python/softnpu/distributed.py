@@ -7,11 +7,16 @@ DistributedDataParallel included. The backend carries them over Gloo through pin
 semantics (see csrc/backend/c10d/process_group_hccl.h).
 
 ``dist.monitored_barrier`` works in groups with hccl too: torch allows it in Gloo groups only, and hccl has Gloo's.
+
+HCCL's timeouts hold as on torch_npu: a group connects within HCCL_CONNECT_TIMEOUT (default 120 s) and each collective
+completes within HCCL_EXEC_TIMEOUT (default 1836 s), or raises (a peer that died or stopped answering), each bounded
+by the group's own timeout.
 """
 
 import copy
 import datetime
 import functools
+import os
 
 import torch
 import torch.distributed as dist
@@ -35,10 +40,22 @@ def _create_hccl(backend_opts, options):
         raise TypeError(f"pg_options of an hccl group must be a ProcessGroupHCCL.Options, got {type(options).__name__}")
     else:
         options = copy.copy(options)
-    options._timeout = backend_opts.timeout
     options.global_ranks_in_group = list(backend_opts.global_ranks_in_group)
     options.group_id = backend_opts.group_id
-    return ProcessGroupHCCL(backend_opts.store, backend_opts.group_rank, backend_opts.group_size, options)
+    options._timeout = min(backend_opts.timeout, _hccl_timeout("HCCL_CONNECT_TIMEOUT", 120))
+    group = ProcessGroupHCCL(backend_opts.store, backend_opts.group_rank, backend_opts.group_size, options)
+    group.set_timeout(min(backend_opts.timeout, _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836)))
+    return group
+
+
+def _hccl_timeout(name: str, default: int) -> datetime.timedelta:
+    """HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (csrc/common/env_vars.def): whole seconds, as HCCL reads them."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return datetime.timedelta(seconds=default)
+    if not text.isdigit() or int(text) == 0:
+        raise ValueError(f"{name}='{text}' is not valid: expected a positive whole number of seconds.")
+    return datetime.timedelta(seconds=int(text))
 
 
 dist.Backend.register_backend("hccl", _create_hccl, extended_api=True, devices=["npu"])

@@ -13,10 +13,9 @@ the hccl backend, and fails as the real one does on torch_npu:
 - ``oom``: the ``at``-th device allocation of at least ``size`` bytes fails, and its retries of that size, until a
   smaller one succeeds: torch.OutOfMemoryError with torch_npu's message; what was allocated stays intact.
 - ``slow``: each kernel on the device starts ``delay`` seconds late (a slow rank).
-- ``hccl_timeout``: this rank's ``at``-th collective never completes: HCCL_EXEC_TIMEOUT expires on it and on its
-  peers (their Work.wait raises).
-- ``dead_peer``: this process exits (status 1) at its ``at``-th collective, as a rank that died mid-all_reduce; its
-  peers raise within HCCL_EXEC_TIMEOUT.
+
+A rank that dies or stops answering in a collective needs no injection: its peers' collectives raise within
+HCCL_EXEC_TIMEOUT (softnpu.distributed), which tests/test_faults.py shows by killing a rank mid-all_reduce.
 
 ``rank=`` restricts a fault to the process whose RANK it is (torchrun's environment). ``SOFTNPU_FAULT`` injects
 faults at initialization, in the same words: ``kind[,key=value...]`` separated by ``;``, e.g.
@@ -31,7 +30,7 @@ import torch
 
 __all__ = ["inject", "clear", "uce_ranges", "tensors_hit", "KINDS"]
 
-KINDS = ("kernel_error", "uce", "hang", "oom", "slow", "hccl_timeout", "dead_peer")
+KINDS = ("kernel_error", "uce", "hang", "oom", "slow")
 _RUNTIME_KIND = {"kernel_error": 1, "uce": 2, "hang": 3, "oom": 4, "slow": 5}
 
 
@@ -72,10 +71,6 @@ def _check(err: int, what: str) -> None:
         raise (ValueError if err in (2, 3) else RuntimeError)(f"{what}: {msg}")
 
 
-# Collective faults, consumed by the hccl backend's Python side (softnpu.distributed) at each collective.
-_collective_faults: List[dict] = []
-
-
 def _this_rank() -> Optional[int]:
     rank = os.environ.get("RANK")
     return int(rank) if rank is not None and rank.lstrip("-").isdigit() else None
@@ -92,9 +87,6 @@ def inject(kind: str, *, at: int = 1, device: Optional[int] = None, stream=None,
     if at < 1:
         raise ValueError(f"torch.npu._fault.inject: at counts from 1 (the next event), got {at}")
     if rank is not None and rank != _this_rank():
-        return
-    if kind in ("hccl_timeout", "dead_peer"):
-        _collective_faults.append({"kind": kind, "remaining": at})
         return
     from . import current_device, _lazy_init
 
@@ -118,7 +110,6 @@ def inject(kind: str, *, at: int = 1, device: Optional[int] = None, stream=None,
 def clear() -> None:
     """Disarms every fault not yet fired and ends slow devices. UCE ranges, hangs and stops stay until
     torch.npu.restart_device (they are the device's state, not armed faults)."""
-    _collective_faults.clear()
     _runtime().snpuFaultClear()
 
 
@@ -147,16 +138,6 @@ def tensors_hit(tensors: Iterable[torch.Tensor]) -> List[int]:
         if any(start < a + n and a < end for a, n in ranges[t.device.index]):
             hit.append(i)
     return hit
-
-
-def _collective_fault() -> Optional[str]:
-    """Called by the hccl backend at each collective: the collective fault that fires now, if any."""
-    for f in list(_collective_faults):
-        f["remaining"] -= 1
-        if f["remaining"] == 0:
-            _collective_faults.remove(f)
-            return f["kind"]
-    return None
 
 
 def _apply_environment() -> None:
