@@ -348,7 +348,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     estimate_parser.add_argument("--tp", type=int, default=1,
                                  help="tensor-parallel ranks (the script's torch.distributed collectives)")
     estimate_parser.add_argument("--link", choices=("hccs", "roce"),
-                                 help="the collectives' links (default: HCCS within an 8-NPU server, else RoCE)")
+                                 help="the collectives' links (default: HCCS within its domain: an 8-NPU A2 server, an A3 "
+                                      "supernode; else RoCE)")
     estimate_parser.add_argument("--graph", action="store_true",
                                  help="the step replays from a graph (no host launch cost per op)")
     estimate_parser.add_argument("script", metavar="SCRIPT")

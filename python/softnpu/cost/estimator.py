@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .model import KernelEstimate, estimate_collective, estimate_copy, estimate_op
+from .model import KernelEstimate, chip, estimate_collective, estimate_copy, estimate_op
 from .report import Kernel, StepEstimate
 
 _COPIES = {"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"}
@@ -49,6 +49,12 @@ def _composite_on_npu(func) -> bool:
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     return has(func.name(), torch._C.DispatchKey.CompositeExplicitAutograd) and \
         not has(func.name(), torch._C.DispatchKey.PrivateUse1)
+
+
+def _hccs_domain(soc) -> int:
+    """How many NPUs HCCS connects: an Atlas A2 server's 8 (its full mesh); on A3, the CloudMatrix 384 supernode's
+    384 NPUs share one HCCS domain."""
+    return 384 if chip(soc)["name"].startswith("Ascend910_93") else 8
 
 
 def _list_length(args: tuple) -> int:
@@ -135,7 +141,8 @@ class estimate(contextlib.ContextDecorator):
     soc: a SoC table row ("Ascend910B3"); None: the chip the device presents as (SOFTNPU_SOC_VERSION); or a dict
         of a chip's figures (softnpu.cost.model).
     dp, tp: the data- and tensor-parallel degrees of the layout this rank is part of.
-    link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp fits one 8-NPU server, else RoCE.
+    link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp fits one HCCS domain (an 8-NPU Atlas A2
+        server; an A3 supernode's 384 NPUs), else RoCE.
     graph: the step is replayed from a graph (NPUGraph, aclgraph, MindIE): the host pays no launches.
     grad_bucket_mb: the size of DDP's gradient buckets (its default, 25 MB).
     """
@@ -149,7 +156,7 @@ class estimate(contextlib.ContextDecorator):
         self.soc = soc
         self.dp = dp
         self.tp = tp
-        self.link = link or ("hccs" if dp * tp <= 8 else "roce")
+        self.link = link or ("hccs" if dp * tp <= _hccs_domain(soc) else "roce")
         self.graph = graph
         self.grad_bucket_bytes = grad_bucket_mb * 1e6
         self.kernels: list[Kernel] = []
