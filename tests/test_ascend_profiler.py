@@ -494,3 +494,21 @@ def test_tensorboard_plugin_loads_the_result_directory(profiles, tmp_path):
     assert profile["worker"] == "worker0"
     assert {"operator", "kernel", "memory", "trace"} <= set(profile["views"])
     assert "aten::addmm" in profile["kernels"]
+
+
+def test_gc_detection_and_db_export_type(tmp_path):
+    import gc
+
+    config = torch_npu.profiler._ExperimentalConfig(gc_detect_threshold=0, export_type=torch_npu.profiler.ExportType.Db)
+    x = torch.randn(16, 16, device="npu")
+    with pytest.warns(UserWarning, match="no database exporter"):
+        with torch_npu.profiler.profile(
+                activities=[torch_npu.profiler.ProfilerActivity.CPU, torch_npu.profiler.ProfilerActivity.NPU],
+                on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(tmp_path), worker_name="gc"),
+                experimental_config=config):
+            (x + 1).cpu()
+            gc.collect()  # threshold 0: every collection is reported
+    (result,) = tmp_path.glob("gc_*_ascend_pt")
+    events = json.loads((result / OUTPUT / "trace_view.json").read_text())
+    (gc_event, *_) = [e for e in events if e["name"] == "GC" and e.get("cat") == "GC"]
+    assert gc_event["dur"] >= 0 and gc_event["tid"] == gc_event["pid"]  # on the main thread of the host process

@@ -15,9 +15,10 @@ so it gives the same files online (tensorboard_trace_handler) and offline (torch
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
-from ..experimental_config import ProfilerLevel, _ExperimentalConfig
+from ..experimental_config import ExportType, ProfilerLevel, _ExperimentalConfig
 from . import communication, kernel_views, memory_views, operator_views, overlap, step_views, trace_view
 from .trace import load
 
@@ -44,6 +45,8 @@ def export(result_dir: str | Path) -> Path:
     config = _ExperimentalConfig.from_dict(settings.get("experimental_config", {}))
     common = settings.get("common_config", {})
 
+    if config.export_type == ExportType.Db:
+        warnings.warn("ExportType.Db: softnpu has no database exporter; the text files are written", stacklevel=2)
     trace = load(raw)
     out = result_dir / OUTPUT
     out.mkdir(parents=True, exist_ok=True)
