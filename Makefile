@@ -21,7 +21,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/ccache
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz onnx-node-tests hf-suites deps clean
+.PHONY: build runtime test test-runtime test-python test-cpp tsan bench demo conformance fuzz onnx-node-tests hf-suites torch-npu-tests deps clean
 
 # ---------------------------------------------------------------- set-up
 
@@ -117,6 +117,14 @@ onnx-node-tests: build
 # tests/clients/hf_suites/expected_differences.toml does not explain. `make test` runs a slice (tests/test_hf_suites.py).
 hf-suites: build
 	$(PY) tests/clients/hf_suites/run.py
+
+# torch_npu's own tests (Ascend/pytorch's test/, not on PyPI: TORCH_NPU_SOURCE names a checkout or git clone of it;
+# the commit tests/torch_npu_suite/expectations.toml was recorded at is extracted from a clone) run unchanged, a file
+# per process; prints passed / failed / needs-silicon counts and fails on a test whose outcome the expectations do not
+# list.
+torch-npu-tests: build
+	@test -n "$(TORCH_NPU_SOURCE)" || { echo "make torch-npu-tests TORCH_NPU_SOURCE=<Ascend/pytorch checkout or clone>"; exit 2; }
+	$(PY) tests/torch_npu_suite/run.py --source $(TORCH_NPU_SOURCE) -j $(JOBS)
 
 # The differential fuzzer (tests/fuzz_ops.py): OpInfo ops on mutated inputs, npu against the CPU, for FUZZ_MINUTES;
 # prints the cases tried and each disagreement as a minimal reproducer, and fails if it found one.

@@ -57,7 +57,11 @@ AllocatorConfig parse_allocator_config() {
               "garbage_collection_threshold:F (0 < F < 1), roundup_power2_divisions:N (a power of 2 up to 64) or "
               "[MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
               "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F "
-              "(0 < F <= 1), pinned_use_background_threads:B (B True or False); " +
+              "(0 < F <= 1), pinned_use_background_threads:B (B True or False), and torch_npu's keys "
+              "accepted without effect here (pin_memory_expandable_segments, pinned_mem_register, "
+              "multi_stream_lazy_reclaim, release_lock_on_npumalloc, throw_on_npumalloc_oom: B; "
+              "pinned_reserve_segment_size_mb, pinned_max_cached_size_mb, pinned_max_round_threshold_mb, "
+              "max_non_split_rounding_mb, base_addr_aligned_kb: N >= 0; page_size:1g); " +
                   why);
   };
   auto to_int = [&](const std::string& key, const std::string& value) {
@@ -136,6 +140,16 @@ AllocatorConfig parse_allocator_config() {
       cfg.memory_fraction = f;
     } else if (key == "pinned_use_background_threads") {
       cfg.pinned_use_background_threads = to_bool(key, value);
+    } else if (key == "pin_memory_expandable_segments" || key == "pinned_mem_register" ||
+               key == "multi_stream_lazy_reclaim" || key == "release_lock_on_npumalloc" ||
+               key == "throw_on_npumalloc_oom") {
+      to_bool(key, value);  // torch_npu's switches of its own allocators: accepted, no effect here
+    } else if (key == "pinned_reserve_segment_size_mb" || key == "pinned_max_cached_size_mb" ||
+               key == "pinned_max_round_threshold_mb" || key == "max_non_split_rounding_mb" ||
+               key == "base_addr_aligned_kb") {
+      if (to_int(key, value) < 0) bad("bad " + key + " (a size must not be negative)");
+    } else if (key == "page_size") {
+      if (value != "1g") bad("bad page_size '" + value + "' (torch_npu takes 1g)");
     } else {
       bad("unknown key '" + key + "'");
     }

@@ -58,3 +58,7 @@ sys.modules["torch_npu.utils.flops_count"] = utils.flops_count = _flops_count_mo
 from softnpu import path_manager as _path_manager_module  # noqa: E402
 
 sys.modules["torch_npu.utils._path_manager"] = utils._path_manager = _path_manager_module
+# torch_npu._inductor: importing it registers Inductor's npu backend, which softnpu does when it loads.
+from softnpu import inductor as _inductor  # noqa: E402
+
+sys.modules["torch_npu._inductor"] = _inductor

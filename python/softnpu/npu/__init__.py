@@ -3,6 +3,7 @@
 from . import _gpu_trace, _sanitizer  # torch.npu._gpu_trace: where torch's GPUTrace hook looks
 from . import _memory_viz  # torch_npu.npu._memory_viz
 from . import _utils  # torch.load restores npu storages through torch.npu._utils._get_device_index, as CUDA's
+from ._utils import _get_device_index  # torch_npu's torch.npu._get_device_index
 from . import amp
 from .ascend import (
     are_compatible_impl_enabled,
@@ -146,10 +147,10 @@ from .streams import (
 from .sync import sync_points
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from . import utils  # torch_npu.npu.utils
-from . import mstx  # torch_npu.npu.mstx: markers and ranges on the profiler timeline
 from . import fault as _fault  # torch.npu._fault: the chip's failures on demand
 from . import _recovery  # torch.npu._recovery
 from .recovery import check_uce_in_memory, restart_device, stop_device
+from . import mstx  # torch_npu.npu.mstx: markers and ranges on the profiler timeline
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

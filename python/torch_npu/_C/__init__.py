@@ -19,6 +19,11 @@ if torch.distributed.is_available():
 _storage_Use_Count = torch._C._storage_Use_Count
 
 
+def _npu_get_soc_version() -> int:
+    """torch_npu.npu.get_soc_version()'s number (tests read it from here)."""
+    return torch.npu.get_soc_version()
+
+
 def _empty_strided_npu(size, stride, dtype, device_index=None):
     """An uninitialized npu tensor of the given sizes, strides and dtype on the current device (or `device_index`):
     torch_npu's dispatcher-free allocation for Inductor, here torch.empty_strided itself (same storage size, and the
