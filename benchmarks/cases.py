@@ -6,6 +6,7 @@ import time
 
 import torch
 
+import fused_cases
 import models
 
 NPU = "npu:0"
@@ -265,4 +266,5 @@ CASES = {
        for model, title, label, dtype in (("llama small", "LLaMA", "bf16", torch.bfloat16),
                                           ("cnn", "CNN", "fp16", torch.float16),
                                           ("cnn", "CNN", "bf16", torch.bfloat16))},
+    **fused_cases.CASES,
 }

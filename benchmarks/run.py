@@ -38,6 +38,8 @@ def run_case(name: str, rounds: int) -> dict:
         for name in times:
             if name != "float32":
                 row[f"{name}/float32"] = times[name] / times["float32"]
+    elif kind == "fused":
+        row["fused/composite"] = times["fused"] / times["composite"]
     elif kind == "bandwidth":
         row["npu/cpu"] = times["cpu"] / times["npu"]  # bandwidth ratio: the same bytes in less time is higher
     else:
@@ -54,6 +56,10 @@ def format_row(row: dict) -> str:
         detail = "  ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in t.items())
         ratio = "  ".join(f"{key} {value:.2f}" for key, value in row.items() if key.endswith("/float32"))
         return f"{row['case']:<38}{detail}\n{'':<38}{ratio:<74}{row['target'] or ''}"
+    elif row["kind"] == "fused":
+        unit, scale = ("us", 1e6) if t["composite"] < 1e-3 else ("ms", 1e3)
+        detail = f"fused {t['fused'] * scale:9.2f} {unit}  composite {t['composite'] * scale:9.2f} {unit}"
+        return f"{row['case']:<38}{detail}   fused/composite {row['fused/composite']:5.2f}   {row['target'] or ''}"
     else:
         unit, scale = ("us", 1e6) if t["cpu"] < 1e-3 else ("ms", 1e3)
         detail = f"cpu {t['cpu'] * scale:9.2f} {unit}  npu {t['npu'] * scale:9.2f} {unit}"
@@ -88,6 +94,11 @@ def chart(rows: list, path: str) -> None:
                 labels.append(f"{row['case']} ({key})")
                 values.append(row[key])
                 colors.append("tab:orange")
+            continue
+        elif row["kind"] == "fused":
+            labels.append(row["case"] + " (fused/composite)")
+            values.append(row["fused/composite"])
+            colors.append("tab:green")
             continue
         else:
             labels.append(row["case"] + {"bandwidth": " (bandwidth)", "compiled": " (compiled npu/compiled cpu)",

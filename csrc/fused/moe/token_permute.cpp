@@ -26,6 +26,11 @@
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_moe_token_permute(Tensor tokens, Tensor indices, int? num_out_tokens=None, bool padded_mode=False) "
         "-> (Tensor, Tensor)");
+  // The out= forms let the op path write the results straight into the device outputs (no copy).
+  m.def("npu_moe_token_permute.out(Tensor tokens, Tensor indices, int? num_out_tokens=None, bool padded_mode=False, "
+        "*, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))");
+  m.def("npu_moe_token_unpermute.out(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, "
+        "bool padded_mode=False, int[]? restore_shape=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("npu_moe_token_permute_grad(Tensor tokens, Tensor grad_permuted_tokens, Tensor indices, "
         "Tensor sorted_indices, bool padded_mode=False) -> Tensor");
   m.def("npu_moe_token_unpermute(Tensor permuted_tokens, Tensor sorted_indices, Tensor? probs=None, "
@@ -102,23 +107,48 @@ std::tuple<at::Tensor, at::Tensor> permute_meta(const at::Tensor& tokens, const 
           at::empty({indices.numel()}, indices.options().dtype(at::kInt))};
 }
 
-std::tuple<at::Tensor, at::Tensor> permute_cpu(const at::Tensor& tokens, const at::Tensor& indices,
-                                               std::optional<int64_t> num_out_tokens, bool padded_mode) {
-  check_permute(tokens, indices, padded_mode, "npu_moe_token_permute");
-  const int64_t rows = out_rows(num_out_tokens, indices.numel());
-  const int64_t topk = topk_of(indices), hidden = tokens.size(1);
+void permute_into(const at::Tensor& tokens, const at::Tensor& indices, at::Tensor& out, at::Tensor& sorted_out) {
+  const int64_t rows = out.size(0), topk = topk_of(indices), hidden = tokens.size(1);
   at::Tensor sorted = sorted_positions(indices);
-  at::Tensor out = at::empty({rows, hidden}, tokens.options());
+  if (sorted_out.is_contiguous()) {
+    sorted_out.copy_(sorted);
+    sorted = sorted_out;
+  } else {
+    sorted_out.copy_(sorted);
+  }
   const at::Tensor src = tokens.contiguous();
+  at::Tensor dst_t = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
   const int32_t* pos = sorted.data_ptr<int32_t>();
   const int64_t row_bytes = hidden * src.element_size();
   const char* in = static_cast<const char*>(src.const_data_ptr());
-  char* dst = static_cast<char*>(out.data_ptr());
+  char* dst = static_cast<char*>(dst_t.data_ptr());
   at::parallel_for(0, sorted.numel(), 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       if (pos[i] < rows) std::memcpy(dst + pos[i] * row_bytes, in + (i / topk) * row_bytes, row_bytes);
   });
+  if (!dst_t.is_same(out)) out.copy_(dst_t);
+}
+
+std::tuple<at::Tensor, at::Tensor> permute_cpu(const at::Tensor& tokens, const at::Tensor& indices,
+                                               std::optional<int64_t> num_out_tokens, bool padded_mode) {
+  check_permute(tokens, indices, padded_mode, "npu_moe_token_permute");
+  at::Tensor out = at::empty({out_rows(num_out_tokens, indices.numel()), tokens.size(1)}, tokens.options());
+  at::Tensor sorted = at::empty({indices.numel()}, indices.options().dtype(at::kInt));
+  permute_into(tokens, indices, out, sorted);
   return {out, sorted};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> permute_out(const at::Tensor& tokens, const at::Tensor& indices,
+                                                 std::optional<int64_t> num_out_tokens, bool padded_mode,
+                                                 at::Tensor& out0, at::Tensor& out1) {
+  check_permute(tokens, indices, padded_mode, "npu_moe_token_permute");
+  const int64_t rows = out_rows(num_out_tokens, indices.numel());
+  TORCH_CHECK(out0.sizes() == c10::IntArrayRef({rows, tokens.size(1)}) && out0.scalar_type() == tokens.scalar_type() &&
+                  out1.dim() == 1 && out1.size(0) == indices.numel() && out1.scalar_type() == at::kInt,
+              "npu_moe_token_permute.out: out0 must be [", rows, ", ", tokens.size(1), "] of tokens' dtype and out1 [",
+              indices.numel(), "] int32");
+  permute_into(tokens, indices, out0, out1);
+  return {out0, out1};
 }
 
 // out[t] = sum_k w[t, k] * src[sorted[t * topk + k]] (positions past src's rows add nothing), in float32.
@@ -184,6 +214,17 @@ at::Tensor unpermute_cpu(const at::Tensor& permuted, const at::Tensor& sorted, c
                          bool padded_mode, at::OptionalIntArrayRef restore_shape) {
   check_unpermute(permuted, sorted, probs, padded_mode, "npu_moe_token_unpermute");
   at::Tensor out = at::empty({unpermuted_rows(sorted, probs), permuted.size(1)}, permuted.options());
+  gather_sum(permuted, sorted, given(probs) ? *probs : at::Tensor(), given(probs) ? probs->size(1) : 1, out);
+  return out;
+}
+
+at::Tensor& unpermute_out(const at::Tensor& permuted, const at::Tensor& sorted, const std::optional<at::Tensor>& probs,
+                          bool padded_mode, at::OptionalIntArrayRef restore_shape, at::Tensor& out) {
+  check_unpermute(permuted, sorted, probs, padded_mode, "npu_moe_token_unpermute");
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef({unpermuted_rows(sorted, probs), permuted.size(1)}) &&
+                  out.scalar_type() == permuted.scalar_type() && out.is_contiguous(),
+              "npu_moe_token_unpermute.out: out must be a contiguous [", unpermuted_rows(sorted, probs), ", ",
+              permuted.size(1), "] tensor of permuted_tokens' dtype");
   gather_sum(permuted, sorted, given(probs) ? *probs : at::Tensor(), given(probs) ? probs->size(1) : 1, out);
   return out;
 }
@@ -342,8 +383,10 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_moe_token_permute", permute_cpu);
+  m.impl("npu_moe_token_permute.out", permute_out);
   m.impl("npu_moe_token_permute_grad", permute_grad_cpu);
   m.impl("npu_moe_token_unpermute", unpermute_cpu);
+  m.impl("npu_moe_token_unpermute.out", unpermute_out);
   m.impl("npu_moe_token_unpermute_grad", unpermute_grad_cpu);
 }
 

@@ -19,6 +19,9 @@
 // torch_npu's schema (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)");
+  // The out= form lets the op path write the results straight into the device outputs (no copy).
+  m.def("npu_add_rms_norm.out(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06, *, Tensor(a!) out0, "
+        "Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))");
 }
 
 namespace softnpu::fused {
@@ -54,14 +57,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_meta(const at::Tenso
           at::empty(x1.sizes(), x1.options())};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_cpu(const at::Tensor& x1, const at::Tensor& x2,
-                                                                const at::Tensor& gamma, double epsilon) {
-  check(x1, x2, gamma);
+// Writes y, rstd and x (contiguous, of the Meta kernel's shapes and dtypes).
+void add_rms_norm_into(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& gamma, double epsilon,
+                       at::Tensor& y, at::Tensor& rstd, at::Tensor& x) {
   const at::Tensor a = x1.contiguous(), b = x2.contiguous();
   const at::Tensor g = gamma.to(at::kFloat).contiguous();
   const int64_t n = gamma.numel(), rows = x1.numel() / n;
-  at::Tensor y = at::empty(x1.sizes(), x1.options()), x = at::empty(x1.sizes(), x1.options());
-  at::Tensor rstd = at::empty(rstd_shape(x1, gamma), x1.options().dtype(at::kFloat));
   const float* gp = g.const_data_ptr<float>();
   float* rp = rstd.data_ptr<float>();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x1.scalar_type(), OP, [&] {
@@ -87,7 +88,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_cpu(const at::Tensor
       }
     });
   });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_cpu(const at::Tensor& x1, const at::Tensor& x2,
+                                                                const at::Tensor& gamma, double epsilon) {
+  check(x1, x2, gamma);
+  at::Tensor y = at::empty(x1.sizes(), x1.options()), x = at::empty(x1.sizes(), x1.options());
+  at::Tensor rstd = at::empty(rstd_shape(x1, gamma), x1.options().dtype(at::kFloat));
+  add_rms_norm_into(x1, x2, gamma, epsilon, y, rstd, x);
   return {y, rstd, x};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> add_rms_norm_out(const at::Tensor& x1, const at::Tensor& x2,
+                                                                   const at::Tensor& gamma, double epsilon,
+                                                                   at::Tensor& out0, at::Tensor& out1,
+                                                                   at::Tensor& out2) {
+  check(x1, x2, gamma);
+  TORCH_CHECK(out0.sizes() == x1.sizes() && out2.sizes() == x1.sizes() &&
+                  out1.sizes() == c10::IntArrayRef(rstd_shape(x1, gamma)) && out0.scalar_type() == x1.scalar_type() &&
+                  out2.scalar_type() == x1.scalar_type() && out1.scalar_type() == at::kFloat &&
+                  out0.is_contiguous() && out1.is_contiguous() && out2.is_contiguous(),
+              OP, ".out: out0, out1, out2 must be contiguous tensors of y's, rstd's and x's shapes and dtypes");
+  add_rms_norm_into(x1, x2, gamma, epsilon, out0, out1, out2);
+  return {out0, out1, out2};
 }
 
 using AddRmsNormSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
@@ -127,7 +150,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_autograd(const at::T
 
 TORCH_LIBRARY_IMPL(npu, Meta, m) { m.impl("npu_add_rms_norm", add_rms_norm_meta); }
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) { m.impl("npu_add_rms_norm", add_rms_norm_cpu); }
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_add_rms_norm", add_rms_norm_cpu);
+  m.impl("npu_add_rms_norm.out", add_rms_norm_out);
+}
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_add_rms_norm", add_rms_norm_autograd); }
 

@@ -15,6 +15,9 @@
 // torch_npu's schemas (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_rotary_position_embedding(Tensor self, Tensor cos, Tensor sin, int mode=0) -> Tensor");
+  // The out= form lets the op path write the result straight into the device output (no copy).
+  m.def("npu_rotary_position_embedding.out(Tensor self, Tensor cos, Tensor sin, int mode=0, *, Tensor(a!) out) "
+        "-> Tensor(a!)");
   m.def("npu_rotary_position_embedding_backward(Tensor grad, Tensor cos, Tensor sin, Tensor? self=None, int mode=0) "
         "-> (Tensor, Tensor, Tensor)");
 }
@@ -47,6 +50,14 @@ at::Tensor rope_cpu(const at::Tensor& x, const at::Tensor& cos, const at::Tensor
   at::Tensor y = at::empty(x.sizes(), x.options());
   rope_forward(x, cos, sin, block, y);
   return y;
+}
+
+at::Tensor& rope_out(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, int64_t mode, at::Tensor& out) {
+  const int64_t block = block_of(x, cos, sin, mode, "npu_rotary_position_embedding");
+  TORCH_CHECK(out.sizes() == x.sizes() && out.scalar_type() == x.scalar_type(),
+              "npu_rotary_position_embedding.out: out must have x's shape and dtype");
+  rope_forward(x, cos, sin, block, out);
+  return out;
 }
 
 // rotate(t) and its transpose, as ATen ops over blocks of the last dim.
@@ -122,6 +133,7 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_rotary_position_embedding", rope_cpu);
+  m.impl("npu_rotary_position_embedding.out", rope_out);
   m.impl("npu_rotary_position_embedding_backward", backward_cpu);
 }
 

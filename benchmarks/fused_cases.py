@@ -1,0 +1,148 @@
+"""Fused-op rows (kind "fused"): each torch_npu fused op against the composite of ATen ops it replaces, both eager on
+npu in the same run (fused/composite: below 1 the fused op is faster). The composites are the eager fallbacks the
+client libraries run without the fused op (MindSpeed-MM's eager_permute, Megatron's rotate_half, torch.optim's
+single-tensor AdamW step, ...)."""
+
+import torch
+import torch_npu
+
+NPU = "npu:0"
+
+
+def _pair(make, fused, composite):
+    def run_with(op):
+        args = make(NPU)
+
+        def run(n: int) -> None:
+            for _ in range(n):
+                op(*args)
+
+        return run
+
+    return {"fused": (NPU, run_with(fused), False), "composite": (NPU, run_with(composite), False)}
+
+
+# grouped matmul: 8 experts, 4096 routed tokens, hidden 256 -> ffn 512 (MindSpeed's non-fused GMM loops over
+# experts and concatenates).
+COUNTS = [700, 300, 512, 0, 1024, 260, 800, 500]
+
+
+def _gmm_make(d):
+    return (torch.randn(4096, 256, device=d), torch.randn(8, 256, 512, device=d),
+            torch.tensor(COUNTS, device=d), COUNTS)
+
+
+def _gmm_fused(x, w, counts, _):
+    return torch_npu.npu_grouped_matmul([x], [w], group_list=counts, split_item=3, group_type=0, group_list_type=1)
+
+
+def _gmm_composite(x, w, _, counts):
+    return torch.cat([x_g @ w[g] for g, x_g in enumerate(x.split(counts))])
+
+
+def _permute_make(d):
+    torch.manual_seed(0)
+    return torch.randn(4096, 1024, device=d), torch.randint(0, 8, (4096, 2), device=d)
+
+
+def _permute_composite(tokens, indices):  # MindSpeed-MM's eager_permute
+    order = torch.argsort(indices.view(-1), stable=True)
+    return tokens.index_select(0, order // 2), torch.argsort(order, stable=True).int()
+
+
+def _unpermute_make(d):
+    tokens, indices = _permute_make(d)
+    permuted, sorted_indices = torch_npu.npu_moe_token_permute(tokens, indices)
+    return permuted, sorted_indices, torch.rand(4096, 2, device=d)
+
+
+def _unpermute_composite(permuted, sorted_indices, probs):
+    rows = permuted.index_select(0, sorted_indices.long()).view(-1, 2, permuted.shape[1])
+    return (rows * probs.unsqueeze(-1)).sum(1)
+
+
+def _add_rms_norm_make(d):
+    return (torch.randn(2048, 2048, device=d, dtype=torch.bfloat16),
+            torch.randn(2048, 2048, device=d, dtype=torch.bfloat16), torch.randn(2048, device=d, dtype=torch.bfloat16))
+
+
+def _add_rms_norm_composite(x1, x2, gamma):
+    x = x1 + x2
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return (xf * rstd * gamma.float()).to(x.dtype), rstd, x
+
+
+def _rope_make(d):
+    return (torch.randn(4, 512, 8, 128, device=d, dtype=torch.bfloat16),
+            torch.randn(1, 512, 1, 128, device=d, dtype=torch.bfloat16),
+            torch.randn(1, 512, 1, 128, device=d, dtype=torch.bfloat16))
+
+
+def _rotate_half(x):
+    a, b = x.chunk(2, -1)
+    return torch.cat((-b, a), -1)
+
+
+def _rope_composite(x, cos, sin):
+    return x * cos + _rotate_half(x) * sin
+
+
+def _apply_rope_make(d):
+    x, cos, sin = _rope_make(d)
+    return x, x[:, :, :2].contiguous(), cos, sin
+
+
+def _apply_rope_fused(q, k, cos, sin):
+    return torch_npu.npu_apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def _apply_rope_composite(q, k, cos, sin):
+    q.copy_(_rope_composite(q, cos, sin))
+    k.copy_(_rope_composite(k, cos, sin))
+
+
+# AdamW over all parameters: 24 tensors, 6.3M elements (a small model), one step each.
+SIZES = [(512, 512)] * 16 + [(2048, 512)] * 4 + [(512,)] * 4
+
+
+def _adam_make(d):
+    params = [torch.randn(s, device=d) for s in SIZES]
+    return params, [torch.randn(s, device=d) for s in SIZES], [torch.zeros(s, device=d) for s in SIZES], \
+        [torch.zeros(s, device=d) for s in SIZES]
+
+
+def _adam_fused(params, grads, ms, vs):
+    for p, g, m, v in zip(params, grads, ms, vs):
+        torch_npu.npu_apply_adam_w(0.9, 0.999, 1e-3, 0.01, 0.9, 0.999, 1e-8, g, None, False, False, out=(p, m, v))
+
+
+def _adam_composite(params, grads, ms, vs):  # torch.optim.AdamW's single-tensor step
+    for p, g, m, v in zip(params, grads, ms, vs):
+        p.mul_(1 - 1e-3 * 0.01)
+        m.lerp_(g, 0.1)
+        v.mul_(0.999).addcmul_(g, g, value=0.001)
+        denom = (v.sqrt() / (1 - 0.999) ** 0.5).add_(1e-8)
+        p.addcdiv_(m, denom, value=-1e-3 / (1 - 0.9))
+
+
+def _gelu_make(d):
+    return (torch.randn(1 << 22, device=d),)
+
+
+FUSED_OPS = {
+    "npu_grouped_matmul (8 experts, 4096x256 . 256x512)": (_gmm_make, _gmm_fused, _gmm_composite),
+    "npu_moe_token_permute (4096 tokens x 1024, top-2)": (
+        _permute_make, torch_npu.npu_moe_token_permute, _permute_composite),
+    "npu_moe_token_unpermute (4096 tokens x 1024, top-2)": (
+        _unpermute_make, torch_npu.npu_moe_token_unpermute, _unpermute_composite),
+    "npu_add_rms_norm (2048x2048 bf16)": (_add_rms_norm_make, torch_npu.npu_add_rms_norm, _add_rms_norm_composite),
+    "npu_rotary_position_embedding (4x512x8x128 bf16)": (
+        _rope_make, lambda x, c, s: torch_npu.npu_rotary_position_embedding(x, c, s, 0), _rope_composite),
+    "npu_apply_rotary_pos_emb (q 8 heads, k 2, bf16)": (_apply_rope_make, _apply_rope_fused, _apply_rope_composite),
+    "npu_apply_adam_w (24 params, 6.3M elements)": (_adam_make, _adam_fused, _adam_composite),
+    "npu_fast_gelu (4M elements)": (_gelu_make, torch_npu.npu_fast_gelu, lambda x: x * torch.sigmoid(1.702 * x)),
+}
+
+CASES = {f"fused: {name}": (lambda m=make, f=fused, c=composite: _pair(m, f, c), "fused", "fused/composite < 1", 1)
+         for name, (make, fused, composite) in FUSED_OPS.items()}
