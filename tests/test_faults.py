@@ -244,3 +244,82 @@ def test_hccl_timeouts_are_parsed_with_clear_errors(monkeypatch):
         _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836)
     monkeypatch.delenv("HCCL_EXEC_TIMEOUT")
     assert _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836).total_seconds() == 1836
+
+
+# The demonstration: two DDP ranks train; after step 2 rank 1's first weight takes a UCE (reads of it fail). Before
+# each step the ranks compare check_uce_in_memory; a rank with a UCE in live memory stops and restarts its device
+# (MindSpeed-LLM's flow), and the weights hit (tensors_hit) are restored from the healthy rank's replica (broadcast).
+# Prints the final loss and whether both ranks' parameters agree.
+DDP_UCE_CHILD = r"""
+import sys
+import torch, torch_npu
+import torch.distributed as dist
+rank, store, inject = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+dist.init_process_group("hccl", init_method=f"file://{store}", rank=rank, world_size=2)
+torch.npu.set_device(rank)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)).npu()
+ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+g = torch.Generator().manual_seed(rank)
+data = [(torch.randn(16, 32, generator=g), torch.randn(16, 1, generator=g)) for _ in range(6)]
+params = list(model.parameters())
+for step, (x, y) in enumerate(data):
+    code = torch.tensor([torch.npu.check_uce_in_memory(rank)], device="npu")
+    codes = [torch.zeros_like(code) for _ in range(2)]
+    dist.all_gather(codes, code)
+    if any(c.item() == 3 for c in codes):  # a UCE in live memory somewhere: recover before going on
+        hit = torch.npu._fault.tensors_hit(params) if code.item() == 3 else []
+        if hit:
+            try:
+                params[hit[0]].cpu()
+                print("read the hit weight")
+            except RuntimeError as e:
+                print("reading it raised", "UCE ERROR" in str(e), flush=True)
+            torch.npu.stop_device(rank)
+            torch.npu.restart_device(rank)
+        healthy = next(r for r, c in enumerate(codes) if c.item() == 0)
+        hits = [torch.zeros(len(params), device="npu") for _ in range(2)]
+        mine = torch.zeros(len(params), device="npu")
+        mine[hit] = 1
+        dist.all_gather(hits, mine)
+        for i, p in enumerate(params):
+            if any(h[i].item() for h in hits):
+                dist.broadcast(p.data, src=healthy)  # from the replica
+        print(f"rank {rank} recovered at step {step}: restored {hit}", flush=True)
+    loss = torch.nn.functional.mse_loss(ddp(x.npu()), y.npu())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if inject and step == 2 and rank == 1:
+        torch.npu.synchronize()
+        torch.npu._fault.inject("uce", tensor=params[0], at=10**9)
+total = loss.detach().clone()
+dist.all_reduce(total)
+flat = torch.cat([p.detach().flatten() for p in params])
+other = flat.clone()
+dist.broadcast(other, src=0)
+print(f"final {total.item() / 2:.6f} agree {torch.equal(flat, other)}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _ddp_run(tmp_path, inject):
+    store = tmp_path / f"store{inject}"
+    procs = [subprocess.Popen([sys.executable, "-c", DDP_UCE_CHILD, str(r), str(store), str(int(inject))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "SOFTNPU_DEVICE_COUNT": "2"}) for r in (0, 1)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out + err[-3000:]
+    return [out for out, _ in outs]
+
+
+def test_ddp_survives_a_uce_by_restoring_the_weights_from_the_replica(tmp_path):
+    faulty = _ddp_run(tmp_path, True)
+    clean = _ddp_run(tmp_path, False)
+    assert "reading it raised True" in faulty[1] and "rank 1 recovered at step 3: restored [0]" in faulty[1], faulty
+    final = [line for line in faulty[0].splitlines() if line.startswith("final")][0]
+    assert final.endswith("agree True"), faulty
+    # The same training as an undisturbed run: the weights restored are those the UCE hit.
+    assert final == [line for line in clean[0].splitlines() if line.startswith("final")][0], (faulty, clean)

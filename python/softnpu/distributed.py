@@ -48,6 +48,13 @@ def _create_hccl(backend_opts, options):
     return group
 
 
+def _check_environment() -> None:
+    """Raises for a malformed HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT when torch.npu initializes, as the other
+    variables do, rather than at the first group."""
+    _hccl_timeout("HCCL_CONNECT_TIMEOUT", 120)
+    _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836)
+
+
 def _hccl_timeout(name: str, default: int) -> datetime.timedelta:
     """HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (csrc/common/env_vars.def): whole seconds, as HCCL reads them."""
     text = os.environ.get(name, "").strip()

@@ -194,6 +194,7 @@ snpuError_t restart_device(Device* d) {
     f.stopped = false;
     f.hang = false;
     f.uce.clear();
+    std::erase_if(g_armed, [&](const Armed& a) { return a.kind == snpuFaultMemoryUce && a.device == d->index; });
     update_active();
   }
   g_hang_cv.notify_all();

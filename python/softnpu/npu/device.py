@@ -38,8 +38,10 @@ def _lazy_init() -> None:
         from .memory import _install_oom_snapshot
 
         _install_oom_snapshot()
+        from ..distributed import _check_environment
         from .fault import _apply_environment
 
+        _check_environment()
         _apply_environment()
         atexit.register(_drain_autograd_device_threads)
 
