@@ -130,6 +130,85 @@ def _gelu_make(d):
     return (torch.randn(1 << 22, device=d),)
 
 
+# W8A8 dynamic linear (vLLM-Ascend's): the activation quantized per token, int8 x int8 with per-channel and per-token
+# scales; the composite quantizes and multiplies in float32.
+def _w8a8_make(d):
+    return (torch.randn(64, 2048, device=d, dtype=torch.bfloat16),
+            torch.randint(-128, 128, (2048, 2048), device=d, dtype=torch.int8), torch.rand(2048, device=d) * 0.01)
+
+
+def _w8a8_fused(x, w, scale):
+    q, pertoken = torch_npu.npu_dynamic_quant(x)
+    return torch_npu.npu_quant_matmul(q, w, scale, pertoken_scale=pertoken, output_dtype=torch.bfloat16)
+
+
+def _w8a8_composite(x, w, scale):
+    xf = x.float()
+    pertoken = xf.abs().amax(-1, keepdim=True) / 127
+    q = torch.round(xf / pertoken).clamp(-128, 127)
+    return ((q @ w.float()) * scale * pertoken).to(torch.bfloat16)
+
+
+# W4A16 per-group linear (torchao's int4 weight-only on npu): the composite unpacks the same int4-in-int32 weight,
+# dequantizes it and multiplies.
+def _w4a16_make(d):
+    packed = torch_npu.npu_convert_weight_to_int4pack(torch.randint(-8, 8, (2048, 2048), dtype=torch.int32).to(d))
+    return (torch.randn(64, 2048, device=d, dtype=torch.bfloat16), packed,
+            torch.rand(16, 2048, device=d, dtype=torch.bfloat16) * 0.01, torch.randn(16, 2048, device=d,
+                                                                                    dtype=torch.bfloat16))
+
+
+def _w4a16_composite(x, packed, scale, offset):
+    shifts = torch.arange(28, -4, -4, dtype=torch.int32, device=packed.device)
+    w = ((packed.unsqueeze(-1) << shifts) >> 28).flatten(-2).to(x.dtype)
+    return x @ ((w + offset.repeat_interleave(128, 0)) * scale.repeat_interleave(128, 0))
+
+
+# Paged GQA decode (vLLM-Ascend's): 8 sequences up to 1024 tokens in 128-token blocks, 16 query heads over 4
+# key/value heads; the composite gathers the blocks, repeats the heads and runs softmax(q k^T) v.
+def _decode_make(d):
+    lens = [1024 - 7 * i for i in range(8)]
+    return (torch.randn(8, 1, 16 * 64, device=d, dtype=torch.float16),
+            torch.randn(64, 128, 4 * 64, device=d, dtype=torch.float16),
+            torch.randn(64, 128, 4 * 64, device=d, dtype=torch.float16),
+            torch.arange(64, device=d, dtype=torch.int32).view(8, 8), lens, torch.tensor(lens, device=d))
+
+
+def _decode_fused(q, k, v, table, lens, _):
+    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=16, num_key_value_heads=4,
+                                                     input_layout="BSH", block_size=128, block_table=table,
+                                                     actual_seq_lengths_kv=lens, scale=0.125)[0]
+
+
+def _decode_composite(q, k, v, table, _, lens):
+    def cache(c):
+        return c[table.long()].flatten(1, 2).unflatten(-1, (4, 64)).transpose(1, 2).repeat_interleave(4, 1)
+
+    s = (q.view(8, 1, 16, 64).transpose(1, 2).float() @ cache(k).float().transpose(-1, -2)) * 0.125
+    s = s.masked_fill((torch.arange(1024, device=q.device) >= lens[:, None])[:, None, None, :], float("-inf"))
+    return (torch.softmax(s, -1) @ cache(v).float()).half().transpose(1, 2).flatten(2)
+
+
+# GQA causal prefill: 512 tokens, 16 query heads over 4 key/value heads, the compressed causal mask (sparse_mode 3).
+def _prefill_make(d):
+    return (torch.randn(1, 16, 512, 64, device=d, dtype=torch.float16),
+            torch.randn(1, 4, 512, 64, device=d, dtype=torch.float16),
+            torch.randn(1, 4, 512, 64, device=d, dtype=torch.float16),
+            torch.triu(torch.ones(2048, 2048, dtype=torch.bool), 1).to(d))
+
+
+def _prefill_fused(q, k, v, mask):
+    return torch_npu.npu_fused_infer_attention_score(q, k, v, num_heads=16, num_key_value_heads=4,
+                                                     input_layout="BNSD", atten_mask=mask, sparse_mode=3,
+                                                     scale=0.125)[0]
+
+
+def _prefill_composite(q, k, v, mask):
+    s = (q.float() @ k.repeat_interleave(4, 1).float().transpose(-1, -2)) * 0.125
+    s = s.masked_fill(mask[:512, :512], float("-inf"))
+    return (torch.softmax(s, -1) @ v.repeat_interleave(4, 1).float()).half()
+
+
 FUSED_OPS = {
     "npu_grouped_matmul (8 experts, 4096x256 . 256x512)": (_gmm_make, _gmm_fused, _gmm_composite),
     "npu_moe_token_permute (4096 tokens x 1024, top-2)": (
@@ -142,6 +221,14 @@ FUSED_OPS = {
     "npu_apply_rotary_pos_emb (q 8 heads, k 2, bf16)": (_apply_rope_make, _apply_rope_fused, _apply_rope_composite),
     "npu_apply_adam_w (24 params, 6.3M elements)": (_adam_make, _adam_fused, _adam_composite),
     "npu_fast_gelu (4M elements)": (_gelu_make, torch_npu.npu_fast_gelu, lambda x: x * torch.sigmoid(1.702 * x)),
+    "npu_dynamic_quant + npu_quant_matmul (W8A8, 64x2048 . 2048x2048)": (_w8a8_make, _w8a8_fused, _w8a8_composite),
+    "npu_weight_quant_batchmatmul (W4A16 per group of 128, 64x2048 . 2048x2048)": (
+        _w4a16_make, lambda x, w, s, o: torch_npu.npu_weight_quant_batchmatmul(x, w, s, o, antiquant_group_size=128),
+        _w4a16_composite),
+    "npu_fused_infer_attention_score (paged GQA decode, 8 x 1024 tokens)": (
+        _decode_make, _decode_fused, _decode_composite),
+    "npu_fused_infer_attention_score (GQA causal prefill, 512 tokens)": (
+        _prefill_make, _prefill_fused, _prefill_composite),
 }
 
 CASES = {f"fused: {name}": (lambda m=make, f=fused, c=composite: _pair(m, f, c), "fused", "fused/composite < 1", 1)
