@@ -5,11 +5,14 @@
 // key/value caches (block_table), MLA's rope parts (query_rope / key_rope), int8 key/value caches dequantized per
 // channel or per tensor (antiquant), an int8 output (quant_scale2 / quant_offset2), and softmax_lse.
 //
-// No second attention: each op brings its inputs to the form npu_fusion_attention's kernel takes (BNSD in float32,
-// the scale folded into the query, every mask of the call made one explicit boolean mask) and calls
-// npu::_npu_fusion_attention on them. The whole op is the CPU kernel, so on npu it is one launch on the stream
-// through the generic op path, inputs checked at the call by the Meta kernel.
+// No attention of its own: each op brings its inputs to one form (BNSD in float32, every mask of the call and pse_shift
+// made one additive mask, the query heads sharing a key/value head stacked as rows of one head) and runs ATen's CPU
+// flash attention (the kernel behind torch's scaled_dot_product_attention: blocked, float32 accumulation, the
+// softmax's log-sum-exp returned), several times faster than the unfused composite npu_fusion_attention's kernel is
+// built of. The whole op is the CPU kernel, so on npu it is one launch on the stream through the generic op path,
+// inputs checked at the call by the Meta kernel.
 #include <ATen/ATen.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <torch/library.h>
 
 #include <c10/util/StringUtil.h>
@@ -191,8 +194,8 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
     TORCH_CHECK(c.k.dim() == 3 && c.k.size(0) == p.b && c.v.size(0) == p.b && c.k.size(1) == c.v.size(1), op,
                 ": key and value must be [B, S, H] with query's B = ", p.b, ", got ", c.k.sizes(), " and ",
                 c.v.sizes());
-    TORCH_CHECK(c.k.size(2) == p.n2 * p.dq, op, ": key's hidden size ", c.k.size(2), " must be num_key_value_heads * D = ",
-                p.n2, " * ", p.dq);
+    TORCH_CHECK(c.k.size(2) == p.n2 * p.dq, op, ": key's hidden size ", c.k.size(2),
+                " must be num_key_value_heads * D = ", p.n2, " * ", p.dq);
     TORCH_CHECK(c.v.size(2) % p.n2 == 0, op, ": value's hidden size ", c.v.size(2),
                 " must be a multiple of the key/value heads ", p.n2);
     p.skv = c.k.size(1);
@@ -267,7 +270,8 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
                     (m.dim() < 4 || m.size(1) == 1 || m.size(1) == p.n);
     TORCH_CHECK(ok && !p.varlen, op, ": atten_mask of shape ", m.sizes(), " must be (Q_S, KV_S), (B, Q_S, KV_S), ",
                 "(1, Q_S, KV_S), (B, 1, Q_S, KV_S) or (1, 1, Q_S, KV_S) (for Q_S = 1 also (B, KV_S)) with Q_S >= ",
-                p.sq, ", KV_S >= ", p.skv, p.varlen ? "; a TND call takes the compressed mask with sparse_mode 2 to 4" : "");
+                p.sq, ", KV_S >= ", p.skv,
+                p.varlen ? "; a TND call takes the compressed mask with sparse_mode 2 to 4" : "");
   }
   if (given(c.pse)) {
     const auto& s = *c.pse;
@@ -404,11 +408,6 @@ void check_compressed_mask(const Call& c) {
               "diagonal=1) (True above the diagonal); the atten_mask given differs");
 }
 
-using FaSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, c10::string_view, const Opt&, const Opt&,
-    const Opt&, double, double, int64_t, int64_t, int64_t, c10::OptionalIntArrayRef, c10::OptionalIntArrayRef,
-    c10::OptionalIntArrayRef, int64_t, int64_t, int64_t);
-
 // attention_out [B, N, Sq, Dv] and softmax_lse [B, N, Sq, 1], float32.
 std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto dtype = c.q.scalar_type();
@@ -422,7 +421,7 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
     q = at::cat({q, qr.to(at::kFloat)}, -1);
     k = at::cat({k, kr.to(at::kFloat)}, -1);
   }
-  // npu_fusion_attention's kernel takes key and value of one shape: value padded with zero columns, dropped after.
+  // The kernel takes key and value of one head size: value padded with zero columns, dropped after.
   const int64_t dk = k.size(-1);
   if (v.size(-1) < dk) {
     v = at::constant_pad_nd(v, {0, dk - v.size(-1)});
@@ -430,9 +429,6 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
     k = at::constant_pad_nd(k, {0, v.size(-1) - dk});
     q = at::constant_pad_nd(q, {0, v.size(-1) - dk});
   }
-  // softmax(scale * q k^T + pse): the scale folded into the query, so the kernel's pse (added before its scale of 1)
-  // is torch_npu's pse_shift.
-  q = q * c.scale;
   at::Tensor pse;
   if (given(c.pse)) pse = c.pse->narrow(2, 0, p.sq).narrow(3, 0, p.skv).to(at::kFloat);
   if (given(c.mask) && c.sparse_mode >= 2 && !(p.sq == 1 && !given(c.query_rope))) check_compressed_mask(c);
@@ -447,15 +443,17 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
     if (pse.defined()) pse = fold(pse.expand({pse.size(0), p.n, p.sq, p.skv}));
     masked = masked.size(1) == 1 ? masked.repeat({1, 1, g, 1}) : fold(masked.expand({-1, p.n, -1, -1}));
   }
-  static const auto kernel = npu_op<FaSig>("npu::_npu_fusion_attention");
-  auto [out, max, sum, unused] =
-      kernel.call(q.contiguous(), k.contiguous(), v.contiguous(), p.n2, "BNSD",
-                  pse.defined() ? Opt(pse.contiguous()) : std::nullopt, std::nullopt, masked, 1., 1., kBig, kBig, 0,
-                  std::nullopt, std::nullopt, std::nullopt, 1, 0, 0);
+  // softmax(scale * q k^T + pse_shift, masked): pse_shift and the mask as one additive mask.
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  at::Tensor additive = at::zeros(masked.sizes(), q.options()).masked_fill_(masked, -kInf);
+  if (pse.defined()) additive = additive + pse;
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q.contiguous(), k.contiguous(), v.contiguous(),
+                                                                    0., false, additive, c.scale);
+  // A row with every key masked: zeros (the kernel gives them) and a log-sum-exp of -inf (no weight when ring
+  // attention merges it).
+  lse = lse.unsqueeze(-1).masked_fill_(masked.all(-1, /*keepdim=*/true), -kInf);
   const auto unfold = [&](const at::Tensor& t) { return t.reshape({p.b, p.n, p.sq, t.size(3)}); };
-  out = unfold(out).narrow(-1, 0, p.dv);
-  const at::Tensor lse = unfold(max).narrow(-1, 0, 1) + unfold(sum).narrow(-1, 0, 1).log();
-  return {out, lse};
+  return {unfold(out).narrow(-1, 0, p.dv), unfold(lse)};
 }
 
 // [B, N, Sq, D] -> the output layout (varlen: unpadded).
