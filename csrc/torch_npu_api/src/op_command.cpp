@@ -101,7 +101,7 @@ OpCommand& OpCommand::Sync() {
   return *this;
 }
 
-OpCommand& OpCommand::Sync(c10::SmallVector<int64_t, 5>& sync_index) { return Sync(); }
+OpCommand& OpCommand::Sync(c10::SmallVector<int64_t, N>& sync_index) { return Sync(); }
 
 void OpCommand::RunOpApi(const std::string& op_name, PROC_FUNC func, bool sync) {
   const int status = func();

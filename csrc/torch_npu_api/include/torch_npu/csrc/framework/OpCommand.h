@@ -19,11 +19,9 @@
 
 #include "third_party/acl/inc/acl/acl_base.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/framework/utils/NpuUtils.h"
 
 namespace at_npu::native {
-
-// How CANN's compiler treats a host input (ignored here: nothing is compiled).
-enum CompileType { MEMORY_HOST_COMPILE_DEPENDENT = 1, MEMORY_HOST_COMPILE_INDEPENDENT = 2 };
 
 using OpAttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
                                  at::ScalarType>;
@@ -89,7 +87,7 @@ class OpCommand {
   OpCommand& SetCustomHandler(PROC_FUNC func);
   // torch_npu waits for the operator here; so does softnpu (the current stream is synchronized after Run).
   OpCommand& Sync();
-  OpCommand& Sync(c10::SmallVector<int64_t, 5>& sync_index);
+  OpCommand& Sync(c10::SmallVector<int64_t, N>& sync_index);
 
   // The aclnn path: func calls an aclnn operator (its two phases) on the current stream; a non-zero return raises.
   static void RunOpApi(const std::string& op_name, PROC_FUNC func, bool sync = false);
