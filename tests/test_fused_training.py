@@ -1,6 +1,6 @@
 """torch_npu's training-path fused ops outside MoE: npu_rotary_position_embedding, npu_apply_rotary_pos_emb
 (csrc/fused/rotary/), npu_add_rms_norm (normalization/), npu_apply_adam_w (optimizers/), npu_fast_gelu
-(activations/).
+and npu_scaled_masked_softmax (activations/).
 
 One reference per op, written here with ATen ops in float64 on the CPU; the op on npu (and its CPU kernel) against
 it, forward and backward, float32 and half dtypes; bad arguments raise at the call; torch.compile traces each op
@@ -226,6 +226,39 @@ def test_fast_gelu(dtype):
         torch_npu.npu_fast_gelu(torch.ones(3, dtype=torch.int32).npu())
 
 
+# ------------------------------------------------------------------------------------------------ scaled_masked_softmax
+
+
+def ref_scaled_masked_softmax(x, mask, scale):
+    return torch.softmax((x * scale).masked_fill(mask, -10000.0), -1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF])
+def test_scaled_masked_softmax(dtype):
+    torch.manual_seed(12)
+    x = torch.randn(2, 3, 32, 32).to(dtype)
+    mask = torch.rand(2, 1, 32, 32) > 0.7
+    mask[0, 0, 3] = True  # a fully masked row: uniform, as Megatron's kernel gives
+    rx = leaf(x.double(), "cpu")
+    ref = ref_scaled_masked_softmax(rx, mask, 0.5)
+    dy = torch.randn(ref.shape)
+    ref.backward(dy.double())
+    for device in ("cpu", "npu"):
+        xs = leaf(x, device)
+        y = torch_npu.npu_scaled_masked_softmax(xs, mask.to(device), 0.5, False)
+        y.backward(dy.to(device, dtype))
+        assert y.dtype == dtype
+        torch.testing.assert_close(y.detach().cpu().double(), ref.detach(), **TOL[dtype])
+        torch.testing.assert_close(xs.grad.cpu().double(), rx.grad, atol=4 * TOL[dtype]["atol"] + 1e-5,
+                                   rtol=4 * TOL[dtype]["rtol"] + 1e-5)
+    causal = torch_npu.npu_scaled_masked_softmax(x.npu(), torch.zeros(32, 32, dtype=torch.bool).npu(), 1.0, True)
+    torch.testing.assert_close(causal.cpu().double(),
+                               ref_scaled_masked_softmax(x.double(), torch.ones(32, 32).triu(1).bool(), 1.0),
+                               **TOL[dtype])
+    with pytest.raises(RuntimeError, match="npu_scaled_masked_softmax: mask must be bool"):
+        torch_npu.npu_scaled_masked_softmax(x.npu(), mask.float().npu())
+
+
 # ------------------------------------------------------------------------------------------------ compile
 
 
@@ -240,7 +273,8 @@ def test_training_ops_compile_fullgraph():
         var = var.clone()
         torch_npu.npu_apply_adam_w(0.9, 0.999, 1e-3, 0.0, 0.9, 0.999, 1e-8, var, None, False, False,
                                    out=(var, m.clone(), v.clone()))
-        return torch_npu.npu_fast_gelu(y), q, k, var
+        p = torch_npu.npu_scaled_masked_softmax(x, cos > 0, 0.5)
+        return torch_npu.npu_fast_gelu(y), q, k, var, p
 
     torch.manual_seed(11)
     args = [torch.randn(s).npu() for s in ((2, 4, 3, 16), (1, 4, 1, 16), (1, 4, 1, 16), (16,), (2, 4, 3, 16),

@@ -1,0 +1,115 @@
+// npu_scaled_masked_softmax(x, mask, scale=1, fixed_triu_mask=False) -> softmax over the last dim of x * scale with
+// the positions where mask is True set to -10000 (Megatron's ScaledMaskedSoftmax, which torch_npu's fuses: a fully
+// masked row is uniform, not NaN), in float32, y in x's dtype. mask is bool and broadcasts to x; fixed_triu_mask=True
+// masks the upper triangle (j > i) itself. Backward: npu_scaled_masked_softmax_backward(y_grad, y, mask, scale,
+// fixed_triu_mask) = scale * y * (y_grad - sum(y_grad * y)), zero at the masked positions.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include "fused/common.h"
+
+// torch_npu's schemas (argument names, order, defaults, returns).
+TORCH_LIBRARY_FRAGMENT(npu, m) {
+  m.def("npu_scaled_masked_softmax(Tensor x, Tensor mask, Scalar scale=1, bool fixed_triu_mask=False) -> Tensor");
+  m.def("npu_scaled_masked_softmax_backward(Tensor y_grad, Tensor y, Tensor mask, Scalar scale, "
+        "bool fixed_triu_mask) -> Tensor");
+}
+
+namespace softnpu::fused {
+
+namespace {
+
+void check(const at::Tensor& x, const at::Tensor& mask, const char* op) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, op,
+              ": x must be float16, float32 or bfloat16, got ", x.scalar_type());
+  TORCH_CHECK(x.dim() >= 2, op, ": x must have at least 2 dims, got ", x.sizes());
+  TORCH_CHECK(mask.scalar_type() == at::kBool, op, ": mask must be bool, got ", mask.scalar_type());
+  TORCH_CHECK(broadcasts_to(mask.sizes(), x.sizes()), op, ": mask ", mask.sizes(), " must broadcast to x ",
+              x.sizes());
+}
+
+// The positions to fill: mask, or with fixed_triu_mask the upper triangle of the last two dims.
+at::Tensor fill_mask(const at::Tensor& x, const at::Tensor& mask, bool fixed_triu_mask) {
+  if (!fixed_triu_mask) return mask;
+  return at::ones({x.size(-2), x.size(-1)}, mask.options()).triu_(1);
+}
+
+at::Tensor softmax_meta(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale, bool fixed_triu_mask) {
+  check(x, mask, "npu_scaled_masked_softmax");
+  return at::empty(x.sizes(), x.options());
+}
+
+at::Tensor softmax_cpu(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale, bool fixed_triu_mask) {
+  check(x, mask, "npu_scaled_masked_softmax");
+  const at::Tensor s =
+      at::mul(x.to(at::kFloat), scale).masked_fill_(fill_mask(x, mask, fixed_triu_mask), -10000.0);
+  return at::_softmax(s, -1, false).to(x.scalar_type());
+}
+
+at::Tensor backward_meta(const at::Tensor& y_grad, const at::Tensor& y, const at::Tensor& mask,
+                         const at::Scalar& scale, bool fixed_triu_mask) {
+  check(y, mask, "npu_scaled_masked_softmax_backward");
+  TORCH_CHECK(y_grad.sizes() == y.sizes(), "npu_scaled_masked_softmax_backward: y_grad ", y_grad.sizes(),
+              " must have y's shape ", y.sizes());
+  return at::empty(y_grad.sizes(), y_grad.options());
+}
+
+at::Tensor backward_cpu(const at::Tensor& y_grad, const at::Tensor& y, const at::Tensor& mask, const at::Scalar& scale,
+                        bool fixed_triu_mask) {
+  backward_meta(y_grad, y, mask, scale, fixed_triu_mask);
+  const at::Tensor g = y_grad.to(at::kFloat), yf = y.to(at::kFloat);
+  // Masked positions were replaced by a constant: no gradient reaches them (a fully masked row's included).
+  return (yf * (g - (g * yf).sum(-1, true)))
+      .mul_(scale)
+      .masked_fill_(fill_mask(y, mask, fixed_triu_mask), 0.0)
+      .to(y_grad.scalar_type());
+}
+
+using SoftmaxSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&, bool);
+using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, bool);
+
+class SoftmaxFunction : public torch::autograd::Function<SoftmaxFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& mask, const at::Scalar& scale,
+                                                bool fixed_triu_mask) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto op = npu_op<SoftmaxSig>("npu::npu_scaled_masked_softmax");
+    at::Tensor y = op.call(x, mask, scale, fixed_triu_mask);
+    ctx->save_for_backward({y, mask});
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["fixed_triu_mask"] = fixed_triu_mask;
+    return {y};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    static const auto op = npu_op<BackwardSig>("npu::npu_scaled_masked_softmax_backward");
+    const auto s = ctx->get_saved_variables();
+    return {op.call(grads[0], s[0], s[1], ctx->saved_data["scale"].toScalar(),
+                    ctx->saved_data["fixed_triu_mask"].toBool()),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor softmax_autograd(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale,
+                            bool fixed_triu_mask) {
+  return SoftmaxFunction::apply(x, mask, scale, fixed_triu_mask)[0];
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, Meta, m) {
+  m.impl("npu_scaled_masked_softmax", softmax_meta);
+  m.impl("npu_scaled_masked_softmax_backward", backward_meta);
+}
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("npu_scaled_masked_softmax", softmax_cpu);
+  m.impl("npu_scaled_masked_softmax_backward", backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_scaled_masked_softmax", softmax_autograd); }
+
+}  // namespace softnpu::fused
