@@ -331,3 +331,22 @@ def test_fusion_attention_v2_compiles():
 
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(f, fullgraph=True)(q, k, v).cpu(), f(q, k, v).cpu())
+
+
+def test_fused_infer_attention_out_overload_and_workspace():
+    # vLLM-Ascend's graph capture: the workspace queried, the outputs allocated, then the .out overload.
+    q, k, v = qkv(b=2, n=4, n2=2, sq=1, skv=9)
+    kwargs = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.3, actual_seq_lengths_kv=[9, 4],
+                  softmax_lse_flag=True)
+    workspace = torch.ops.npu._npu_fused_infer_attention_score_get_max_workspace(q.npu(), k.npu(), v.npu(), **kwargs)
+    assert workspace.device.type == "npu" and workspace.dtype == torch.uint8
+    out, lse = torch.empty(2, 4, 1, 16, dtype=torch.float16).npu(), torch.empty(2, 4, 1, 1).npu()
+    got = torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), workspace=workspace,
+                                                            attention_out=out, softmax_lse=lse, **kwargs)
+    assert got[0] is out and got[1] is lse
+    want_out, want_lse = torch_npu.npu_fused_infer_attention_score(q, k, v, **kwargs)
+    torch.testing.assert_close(out.cpu(), want_out)
+    torch.testing.assert_close(lse.cpu(), want_lse)
+    with pytest.raises(RuntimeError, match="attention_out must be"):
+        torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), attention_out=out[:1],
+                                                          softmax_lse=lse, **kwargs)

@@ -50,6 +50,34 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
         "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
         "bool softmax_lse_flag=False) -> (Tensor, Tensor)");
+  // vLLM-Ascend's graph capture: the outputs written into tensors allocated beforehand, with a workspace.
+  m.def("npu_fused_infer_attention_score.out(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
+        "Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
+        "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+        "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
+        "Tensor? antiquant_offset=None, Tensor? key_antiquant_scale=None, Tensor? key_antiquant_offset=None, "
+        "Tensor? value_antiquant_scale=None, Tensor? value_antiquant_offset=None, Tensor? block_table=None, "
+        "Tensor? query_padding_size=None, Tensor? kv_padding_size=None, Tensor? key_shared_prefix=None, "
+        "Tensor? value_shared_prefix=None, SymInt[]? actual_shared_prefix_len=None, Tensor? query_rope=None, "
+        "Tensor? key_rope=None, Tensor? key_rope_antiquant_scale=None, int num_heads=1, float scale=1.0, "
+        "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+        "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+        "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+        "bool softmax_lse_flag=False, Tensor? workspace=None, Tensor(a!) attention_out, Tensor(b!) softmax_lse) "
+        "-> (Tensor(a!), Tensor(b!))");
+  m.def("_npu_fused_infer_attention_score_get_max_workspace(Tensor query, Tensor key, Tensor value, *, "
+        "Tensor? pse_shift=None, Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, "
+        "SymInt[]? actual_seq_lengths_kv=None, Tensor? dequant_scale1=None, Tensor? quant_scale1=None, "
+        "Tensor? dequant_scale2=None, Tensor? quant_scale2=None, Tensor? quant_offset2=None, "
+        "Tensor? antiquant_scale=None, Tensor? antiquant_offset=None, Tensor? key_antiquant_scale=None, "
+        "Tensor? key_antiquant_offset=None, Tensor? value_antiquant_scale=None, Tensor? value_antiquant_offset=None, "
+        "Tensor? block_table=None, Tensor? query_padding_size=None, Tensor? kv_padding_size=None, "
+        "Tensor? key_shared_prefix=None, Tensor? value_shared_prefix=None, SymInt[]? actual_shared_prefix_len=None, "
+        "Tensor? query_rope=None, Tensor? key_rope=None, Tensor? key_rope_antiquant_scale=None, int num_heads=1, "
+        "float scale=1.0, int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+        "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+        "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+        "bool softmax_lse_flag=False) -> Tensor");
 }
 
 namespace softnpu::fused {
@@ -738,18 +766,61 @@ std::tuple<at::Tensor, at::Tensor> fused_cpu(FUSED_INFER_PARAMS) {
   return {finish(c, p, out), lse_output(c, p, lse)};
 }
 
+// The .out overload: the outputs must have the shapes and dtypes the functional op returns (allocated beforehand, as
+// for a captured graph); the workspace is not needed here.
+void check_outs(const at::Tensor& out, const at::Tensor& lse, const Call& c, const Problem& p) {
+  TORCH_CHECK(out.sizes() == c10::IntArrayRef(out_shape(p)) && out.scalar_type() == out_dtype(c), c.op,
+              ": attention_out must be ", out_dtype(c), " of shape ", c10::IntArrayRef(out_shape(p)), ", got ",
+              out.scalar_type(), " ", out.sizes());
+  TORCH_CHECK(lse.sizes() == c10::IntArrayRef(lse_shape(c, p)) && lse.scalar_type() == at::kFloat, c.op,
+              ": softmax_lse must be float32 of shape ", c10::IntArrayRef(lse_shape(c, p)), ", got ",
+              lse.scalar_type(), " ", lse.sizes());
+}
+
+std::tuple<at::Tensor&, at::Tensor&> fused_out_meta(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out,
+                                                    at::Tensor& lse) {
+  const Call c = fused_call(FUSED_INFER_ARGS);
+  check_outs(out, lse, c, describe(c, kFusedLayouts));
+  return {out, lse};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> fused_out_cpu(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out,
+                                                   at::Tensor& lse) {
+  const Call c = fused_call(FUSED_INFER_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  check_outs(out, lse, c, p);
+  const auto [o, l] = attend(c, p);
+  out.copy_(finish(c, p, o));
+  lse.copy_(lse_output(c, p, l));
+  return {out, lse};
+}
+
+// torch_npu's workspace query for graph capture: this computation needs none, so an empty uint8 tensor.
+at::Tensor max_workspace(FUSED_INFER_PARAMS) {
+  const Call c = fused_call(FUSED_INFER_ARGS);
+  describe(c, kFusedLayouts);
+  return at::empty({0}, q.options().dtype(at::kByte));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(npu, Meta, m) {
   m.impl("npu_prompt_flash_attention", prompt_meta);
   m.impl("npu_incre_flash_attention", incre_meta);
   m.impl("npu_fused_infer_attention_score", fused_meta);
+  m.impl("npu_fused_infer_attention_score.out", fused_out_meta);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_prompt_flash_attention", prompt_cpu);
   m.impl("npu_incre_flash_attention", incre_cpu);
   m.impl("npu_fused_infer_attention_score", fused_cpu);
+  m.impl("npu_fused_infer_attention_score.out", fused_out_cpu);
+}
+
+// No computation, any device: the (empty) workspace is allocated on the query's.
+TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
+  m.impl("_npu_fused_infer_attention_score_get_max_workspace", max_workspace);
 }
 
 }  // namespace softnpu::fused
