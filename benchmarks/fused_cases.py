@@ -209,6 +209,14 @@ def _prefill_composite(q, k, v, mask):
     return (torch.softmax(s, -1) @ v.repeat_interleave(4, 1).float()).half()
 
 
+def _softmax_make(d):
+    return torch.randn(4, 8, 256, 256, device=d, dtype=torch.bfloat16), torch.rand(4, 1, 256, 256, device=d) > 0.8
+
+
+def _softmax_composite(x, mask):  # Megatron's unfused ScaledMaskedSoftmax
+    return torch.softmax((x.float() * 0.125).masked_fill(mask, -10000.0), -1).to(x.dtype)
+
+
 FUSED_OPS = {
     "npu_grouped_matmul (8 experts, 4096x256 . 256x512)": (_gmm_make, _gmm_fused, _gmm_composite),
     "npu_moe_token_permute (4096 tokens x 1024, top-2)": (
@@ -220,6 +228,8 @@ FUSED_OPS = {
         _rope_make, lambda x, c, s: torch_npu.npu_rotary_position_embedding(x, c, s, 0), _rope_composite),
     "npu_apply_rotary_pos_emb (q 8 heads, k 2, bf16)": (_apply_rope_make, _apply_rope_fused, _apply_rope_composite),
     "npu_apply_adam_w (24 params, 6.3M elements)": (_adam_make, _adam_fused, _adam_composite),
+    "npu_scaled_masked_softmax (4x8x256x256 bf16)": (
+        _softmax_make, lambda x, m: torch_npu.npu_scaled_masked_softmax(x, m, 0.125), _softmax_composite),
     "npu_fast_gelu (4M elements)": (_gelu_make, torch_npu.npu_fast_gelu, lambda x: x * torch.sigmoid(1.702 * x)),
     "npu_dynamic_quant + npu_quant_matmul (W8A8, 64x2048 . 2048x2048)": (_w8a8_make, _w8a8_fused, _w8a8_composite),
     "npu_weight_quant_batchmatmul (W4A16 per group of 128, 64x2048 . 2048x2048)": (

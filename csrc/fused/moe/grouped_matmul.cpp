@@ -11,8 +11,9 @@
 // The CPU kernel writes each group's product straight into its rows of the output (one matmul per group, no split or
 // concatenation of the operands), so on npu the whole MoE expert layer is one launch. torch_npu's op has no backward
 // (MindSpeed, verl and torchtitan wrap it in their own autograd.Function that calls it again with the transposed
-// operands); here it is differentiable too, the backward being the same op: dx = grouped_matmul(dy, weight^T), dweight =
-// the k-axis grouped_matmul(x^T, dy), dbias = the k-axis grouped_matmul(ones, dy), all without host synchronization.
+// operands); here it is differentiable too, the backward being the same op: dx = grouped_matmul(dy, weight^T),
+// dweight = the k-axis grouped_matmul(x^T, dy), dbias = the k-axis grouped_matmul(ones, dy), all without host
+// synchronization.
 // Quantized forms (scale, offset, antiquant_*, per_token_scale, int8 x) are not supported here.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
