@@ -323,3 +323,4 @@ def test_ddp_survives_a_uce_by_restoring_the_weights_from_the_replica(tmp_path):
     assert final.endswith("agree True"), faulty
     # The same training as an undisturbed run: the weights restored are those the UCE hit.
     assert final == [line for line in clean[0].splitlines() if line.startswith("final")][0], (faulty, clean)
+
