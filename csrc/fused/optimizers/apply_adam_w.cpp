@@ -5,8 +5,9 @@
 //   v = max(max_grad_norm, v) if amsgrad; var = var - lr * (m / (1 - beta1_power)) / (sqrt(v / (1 - beta2_power)) +
 //   epsilon) - lr * weight_decay * var,
 // beta1_power and beta2_power being beta1^t and beta2^t for step t. The functional form (no out) raises, as on
-// torch_npu. The kernel is one pass over the four tensors in float32, in parallel over elements, where the composite
-// (lerp, mul, addcmul, sqrt, div, add, addcdiv, mul) makes eight and allocates four temporaries.
+// torch_npu. The kernel is one pass over the four tensors in float32: ATen's fused AdamW kernel (vectorized) when the
+// powers are those of a step count, else a loop of its own; the composite (lerp, mul, addcmul, sqrt, div, add,
+// addcdiv, mul) makes eight and allocates temporaries.
 // The .out overload is a composite over _npu_apply_adam_w_, which returns nothing: a custom op returning its
 // mutated arguments cannot be functionalized by torch.compile, one that only mutates them can.
 #include <ATen/ATen.h>
@@ -62,6 +63,16 @@ void step_meta(at::Tensor& var, at::Tensor& m, at::Tensor& v, const at::Scalar&,
   check(var, m, v, grad, max_grad_norm, amsgrad.value_or(false));
 }
 
+// The step t with beta1^t == beta1_power and beta2^t == beta2_power (the powers of one step count, as DeepSpeed and
+// torch_npu's own optimizers pass them), if there is one.
+std::optional<double> step_of(double beta1_power, double beta2_power, double beta1, double beta2) {
+  if (!(beta1 > 0 && beta1 < 1 && beta1_power > 0 && beta1_power < 1)) return std::nullopt;
+  const double t = std::round(std::log(beta1_power) / std::log(beta1));
+  const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-6 * std::abs(b); };
+  if (t < 1 || !close(std::pow(beta1, t), beta1_power) || !close(std::pow(beta2, t), beta2_power)) return std::nullopt;
+  return t;
+}
+
 void step_cpu(at::Tensor& var, at::Tensor& m, at::Tensor& v, const at::Scalar& beta1_power,
               const at::Scalar& beta2_power, const at::Scalar& lr, const at::Scalar& weight_decay,
               const at::Scalar& beta1, const at::Scalar& beta2, const at::Scalar& epsilon, const at::Tensor& grad,
@@ -69,6 +80,16 @@ void step_cpu(at::Tensor& var, at::Tensor& m, at::Tensor& v, const at::Scalar& b
               std::optional<bool> maximize_opt) {
   const bool amsgrad = amsgrad_opt.value_or(false), maximize = maximize_opt.value_or(false);
   check(var, m, v, grad, max_grad_norm, amsgrad);
+  // When the powers are those of a step count (DeepSpeed's call), ATen's fused AdamW kernel computes the same step
+  // (decoupled decay on the old var, then the bias-corrected update) in one vectorized pass.
+  const auto t = step_of(beta1_power.toDouble(), beta2_power.toDouble(), beta1.toDouble(), beta2.toDouble());
+  if (t && !amsgrad && grad.scalar_type() == var.scalar_type() && var.is_contiguous() && m.is_contiguous() &&
+      v.is_contiguous()) {
+    const at::Tensor steps = at::full({}, *t, at::TensorOptions().dtype(at::kFloat));
+    at::_fused_adamw_({var}, {grad.contiguous()}, {m}, {v}, {}, {steps}, lr.toDouble(), beta1.toDouble(),
+                      beta2.toDouble(), weight_decay.toDouble(), epsilon.toDouble(), false, maximize);
+    return;
+  }
   at::Tensor pv = contiguous_or_copy(var), pm = contiguous_or_copy(m), pvv = contiguous_or_copy(v);
   const at::Tensor g = grad.to(var.scalar_type()).contiguous();
   const at::Tensor mx = amsgrad ? max_grad_norm->to(at::kFloat).contiguous() : at::Tensor();
