@@ -299,6 +299,25 @@ def test_permute_with_routing_map(drop_and_pad):
         torch.testing.assert_close(p.grad.cpu(), want_p)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF])
+def test_gating_top_k_softmax(dtype):
+    torch.manual_seed(7)
+    x = torch.randn(6, 8).to(dtype)
+    finished = torch.tensor([False, True, False, False, True, False])
+    want_y, want_idx = torch.softmax(x.double(), -1).topk(2)
+    for device in ("cpu", "npu"):
+        y, expert_idx, row_idx = torch_npu.npu_moe_gating_top_k_softmax(x.to(device), finished.to(device), k=2)
+        assert y.dtype == dtype and expert_idx.dtype == torch.int32 and row_idx.dtype == torch.int32
+        torch.testing.assert_close(y.cpu().double(), want_y, **TOL[dtype])
+        expected_idx = want_idx.int().masked_fill(finished[:, None], 8)
+        if dtype == torch.float32:
+            assert torch.equal(expert_idx.cpu(), expected_idx)
+        assert torch.equal(row_idx.cpu(), torch.arange(12, dtype=torch.int32).view(2, 6).t())
+    assert torch_npu.npu_moe_gating_top_k_softmax(torch.randn(2, 3, 8).npu(), k=3)[0].shape == (2, 3, 3)
+    with pytest.raises(RuntimeError, match="npu_moe_gating_top_k_softmax: k must be in"):
+        torch_npu.npu_moe_gating_top_k_softmax(x.npu(), k=9)
+
+
 def test_moe_ops_compile_fullgraph():
     torch._dynamo.reset()
     x, w, counts = moe_case()
@@ -310,7 +329,8 @@ def test_moe_ops_compile_fullgraph():
                                          group_list_type=1)[0]
         routed = torch_npu.npu_moe_token_permute_with_routing_map(x, indices[:, :1] == indices[:, :1], probs=None,
                                                                   num_out_tokens=24)[0]
-        return torch_npu.npu_moe_token_unpermute(torch.cat([h, h]), sorted_indices, probs), routed
+        gate = torch_npu.npu_moe_gating_top_k_softmax(probs, k=1)[0]
+        return torch_npu.npu_moe_token_unpermute(torch.cat([h, h]), sorted_indices, probs), routed, gate
 
     args = [t.npu() for t in (x, w, counts, indices, probs)]
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(*args)
