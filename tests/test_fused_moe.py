@@ -318,6 +318,27 @@ def test_gating_top_k_softmax(dtype):
         torch_npu.npu_moe_gating_top_k_softmax(x.npu(), k=9)
 
 
+def test_init_routing_after_gating():
+    # vLLM-Ascend's MoE token dispatcher (its init_routing): row_idx = arange(num_tokens * top_k).view(top_k,
+    # -1).permute(1, 0), then npu_moe_init_routing(hidden_states, row_idx=row_idx, expert_idx=topk_ids,
+    # active_num=num_tokens); npu_moe_gating_top_k_softmax returns the same row_idx.
+    torch.manual_seed(8)
+    x, logits = torch.randn(6, 4), torch.randn(6, 8)
+    _, expert_idx, row_idx = torch_npu.npu_moe_gating_top_k_softmax(logits.npu(), k=2)
+    assert torch.equal(row_idx.cpu(), torch.arange(12, dtype=torch.int32).view(2, -1).permute(1, 0))
+    got = torch_npu.npu_moe_init_routing(x.npu(), row_idx=row_idx, expert_idx=expert_idx, active_num=6)
+    perm = torch.argsort(expert_idx.cpu().reshape(-1).long(), stable=True)
+    src = row_idx.cpu().reshape(-1)[perm].long()
+    want_row = torch.empty(12, dtype=torch.int32)
+    want_row[src] = torch.arange(12, dtype=torch.int32)
+    torch.testing.assert_close(got[0].cpu(), x[src % 6])
+    assert torch.equal(got[1].cpu(), want_row)
+    assert torch.equal(got[2].cpu(), expert_idx.cpu().reshape(-1)[perm])
+    assert torch_npu.npu_moe_init_routing(x.npu(), row_idx, expert_idx, active_num=2)[0].shape == (4, 4)
+    with pytest.raises(RuntimeError, match="npu_moe_init_routing: row_idx and expert_idx must be int32"):
+        torch_npu.npu_moe_init_routing(x.npu(), row_idx.long(), expert_idx, active_num=6)
+
+
 def test_moe_ops_compile_fullgraph():
     torch._dynamo.reset()
     x, w, counts = moe_case()
