@@ -339,6 +339,45 @@ def test_init_routing_after_gating():
         torch_npu.npu_moe_init_routing(x.npu(), row_idx.long(), expert_idx, active_num=6)
 
 
+def test_finalize_routing_inverts_init_routing():
+    # vLLM-Ascend's MoE token dispatcher: token_unpermutation's npu_moe_finalize_routing(expert_output, skip1=None,
+    # skip2=None, bias=None, scales=topk_weights, expanded_src_to_dst_row=expanded_row_idx,
+    # export_for_source_row=topk_ids) after init_routing: each token back, weighted by its gate.
+    torch.manual_seed(9)
+    x, logits = torch.randn(6, 4), torch.randn(6, 8)
+    weights, topk_ids, row_idx = torch_npu.npu_moe_gating_top_k_softmax(logits.npu(), k=2)
+    expanded, expanded_row_idx, _ = torch_npu.npu_moe_init_routing(x.npu(), row_idx=row_idx, expert_idx=topk_ids,
+                                                                   active_num=6)
+    out = torch_npu.npu_moe_finalize_routing(expanded * 3, skip1=None, skip2=None, bias=None, scales=weights,
+                                             expanded_src_to_dst_row=expanded_row_idx,
+                                             export_for_source_row=topk_ids)
+    torch.testing.assert_close(out.cpu(), 3 * x * weights.cpu().sum(-1, keepdim=True))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_finalize_routing_reference(mode):
+    torch.manual_seed(10)
+    n, k, h, e = 5, 2, 3, 4
+    rows = torch.randn(e, 4, h) if mode == 1 else torch.randn(n * k, h)
+    src = torch.randperm(n * k).int()
+    if mode == 1:
+        src[3] = -1  # a dropped row
+    skip1, skip2, bias, scales = torch.randn(n, h), torch.randn(n, h), torch.randn(e, h), torch.rand(n, k)
+    expert = torch.randint(0, e, (n, k)).int()
+    flat = rows.reshape(-1, h)
+    want = skip1 + skip2
+    for i in range(n):
+        for j in range(k):
+            r = int(src[j * n + i] if mode <= 1 else src[i * k + j])
+            want[i] += scales[i, j] * ((flat[r] if r >= 0 else 0) + bias[expert[i, j]])
+    got = torch_npu.npu_moe_finalize_routing(rows.npu(), skip1.npu(), skip2.npu(), bias.npu(), scales.npu(),
+                                             src.npu(), expert.npu(), drop_pad_mode=mode)
+    torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="npu_moe_finalize_routing: drop_pad_mode must be in"):
+        torch_npu.npu_moe_finalize_routing(rows.npu(), None, None, None, scales.npu(), src.npu(), None,
+                                           drop_pad_mode=4)
+
+
 def test_moe_ops_compile_fullgraph():
     torch._dynamo.reset()
     x, w, counts = moe_case()
@@ -350,7 +389,9 @@ def test_moe_ops_compile_fullgraph():
                                          group_list_type=1)[0]
         routed = torch_npu.npu_moe_token_permute_with_routing_map(x, indices[:, :1] == indices[:, :1], probs=None,
                                                                   num_out_tokens=24)[0]
-        gate = torch_npu.npu_moe_gating_top_k_softmax(probs, k=1)[0]
+        gate, ids, rows = torch_npu.npu_moe_gating_top_k_softmax(probs, k=1)
+        routed = routed + torch_npu.npu_moe_finalize_routing(
+            torch_npu.npu_moe_init_routing(x, rows, ids, 24)[0], None, None, None, gate, rows.view(-1), None).sum()
         return torch_npu.npu_moe_token_unpermute(torch.cat([h, h]), sorted_indices, probs), routed, gate
 
     args = [t.npu() for t in (x, w, counts, indices, probs)]
