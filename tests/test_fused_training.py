@@ -1,6 +1,6 @@
 """torch_npu's training-path fused ops outside MoE: npu_rotary_position_embedding, npu_apply_rotary_pos_emb
 (csrc/fused/rotary/), npu_add_rms_norm (normalization/), npu_apply_adam_w (optimizers/), npu_fast_gelu
-and npu_scaled_masked_softmax (activations/).
+npu_scaled_masked_softmax and npu_cross_entropy_loss (activations/).
 
 One reference per op, written here with ATen ops in float64 on the CPU; the op on npu (and its CPU kernel) against
 it, forward and backward, float32 and half dtypes; bad arguments raise at the call; torch.compile traces each op
@@ -262,6 +262,45 @@ def test_scaled_masked_softmax(dtype):
         torch_npu.npu_scaled_masked_softmax(x.npu(), mask.float().npu())
 
 
+# ------------------------------------------------------------------------------------------------ cross_entropy_loss
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cross_entropy_loss(reduction, dtype):
+    # With class weights, ignore_index and label smoothing, against torch's cross_entropy.
+    torch.manual_seed(13)
+    x, target, weight = torch.randn(9, 7).to(dtype), torch.randint(0, 7, (9,)), torch.rand(7) + 0.1
+    target[2] = -100
+    rx = leaf(x.double(), "cpu")
+    want = torch.nn.functional.cross_entropy(rx, target, weight.double(), reduction=reduction, label_smoothing=0.1)
+    dy = torch.randn(want.shape)
+    want.backward(dy.double())
+    xs = leaf(x)
+    loss, log_prob, zloss, lse = torch_npu.npu_cross_entropy_loss(xs, target.npu(), weight.npu(), reduction=reduction,
+                                                                 label_smoothing=0.1)
+    assert loss.shape == ((9,) if reduction == "none" else (1,)) and loss.dtype == dtype
+    assert zloss.shape == loss.shape and lse.shape == (9,)
+    loss.backward(dy.reshape(loss.shape).to("npu", dtype))
+    tol = TOL[dtype] if dtype == torch.float32 else dict(atol=5e-2, rtol=5e-2)
+    torch.testing.assert_close(loss.detach().cpu().double().reshape(want.shape), want.detach(), **tol)
+    torch.testing.assert_close(log_prob.cpu().double(), torch.log_softmax(x.double(), -1), **tol)
+    torch.testing.assert_close(xs.grad.cpu().double(), rx.grad, **tol)
+    with pytest.raises(RuntimeError, match="npu_cross_entropy_loss: reduction must be"):
+        torch_npu.npu_cross_entropy_loss(xs, target.npu(), reduction="avg")
+
+
+def test_cross_entropy_loss_verl_logprobs():
+    # verl/utils/torch_functional.py, logprobs_from_logits_torch_npu: loss, _, _, _ =
+    # torch_npu.npu_cross_entropy_loss(logits, labels.reshape(-1), reduction="none"); return -loss.view(*batch_dim).
+    torch.manual_seed(14)
+    logits, labels = torch.randn(2, 5, 11), torch.randint(0, 11, (2, 5))
+    loss, _, _, _ = torch_npu.npu_cross_entropy_loss(logits.npu().reshape(-1, 11), labels.npu().reshape(-1),
+                                                     reduction="none")
+    want = torch.log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(-loss.view(2, 5).cpu(), want, **TOL[torch.float32])
+
+
 # ------------------------------------------------------------------------------------------------ compile
 
 
@@ -277,6 +316,7 @@ def test_training_ops_compile_fullgraph():
         torch_npu.npu_apply_adam_w(0.9, 0.999, 1e-3, 0.0, 0.9, 0.999, 1e-8, var, None, False, False,
                                    out=(var, m.clone(), v.clone()))
         p = torch_npu.npu_scaled_masked_softmax(x, cos > 0, 0.5)
+        p = p + torch_npu.npu_cross_entropy_loss(x.flatten(0, 2), torch.zeros(24, dtype=torch.long, device=x.device))[0]
         return torch_npu.npu_fast_gelu(y), q, k, var, p
 
     torch.manual_seed(11)
