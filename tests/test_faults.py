@@ -4,6 +4,7 @@ Each fault fails as on torch_npu: a kernel error is a RuntimeError with Ascend's
 (torch_npu's NPUException after a failed aclrtSynchronizeStream), a UCE "UCE ERROR" (ACL_ERROR_RT_DEVICE_MEM_ERROR,
 507053; torch_npu's handleDeviceMemError), a stopped device "FORCE STOP" (ACL_ERROR_RT_DEVICE_TASK_ABORT, 107022;
 handleDeviceTaskAbort), an OOM torch.OutOfMemoryError; check_uce_in_memory answers 0-3 as torch_npu documents it."""
+import gc
 import os
 import subprocess
 import sys
@@ -17,6 +18,11 @@ import torch_npu  # noqa: F401
 
 @pytest.fixture(autouse=True)
 def clean_device():
+    # An injected OOM fails the device's allocations, as a full device does: a block the caching allocator kept from
+    # earlier work would serve the request without one, so each test starts from an empty cache.
+    gc.collect()
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
     yield
     torch.npu._fault.clear()
     for d in range(torch.npu.device_count()):
