@@ -97,6 +97,7 @@ py::dict soc_profile_dict(const snpuSocProfile& p) {
   d["l2_bytes"] = p.l2_bytes;
   d["hccs_gbps"] = p.hccs_gbps;
   d["roce_gbps"] = p.roce_gbps;
+  d["host_link_gbps"] = p.host_link_gbps;
   d["supports_bf16"] = p.supports_bf16 != 0;
   d["source"] = std::string(p.source);
   return d;
@@ -356,6 +357,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_stream", [](int64_t stream_id, int device) {
     setCurrentNPUStream(stream_for(static_cast<c10::DeviceIndex>(device), stream_id));
   });
+  // The runtime's id of a torch stream (snpuStreamGetInfo): the id the C seam's faults and records name streams by,
+  // which is not torch's StreamId (pool streams get runtime ids in creation order, across devices and captures).
+  m.def("_runtime_stream_id", [](int64_t stream_id, int device) {
+    uint64_t id = 0;
+    NPU_CHECK(snpuStreamGetInfo(stream_for(static_cast<c10::DeviceIndex>(device), stream_id).handle(), nullptr,
+                                nullptr, &id));
+    return id;
+  });
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;
     NPU_CHECK(snpuDeviceGetStreamPriorityRange(&least, &greatest));
@@ -407,6 +416,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_oom_snapshot_config", [] { return py::make_tuple(oom_snapshot_mode(), oom_snapshot_path()); });
   m.def("_set_memory_fraction", [](double fraction, int device) {
     NPUCachingAllocator::get()->set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_set_allocator_settings", [](const std::string& settings) { set_allocator_settings(settings); });
+  m.def("_oom_rejections", [](int device) {
+    return NPUCachingAllocator::get()->oom_rejections(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_get_memory_fraction", [](int device) {
     return NPUCachingAllocator::get()->memory_fraction(static_cast<c10::DeviceIndex>(device));

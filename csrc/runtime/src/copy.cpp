@@ -94,6 +94,8 @@ snpuError_t plan_copy(const Runtime& rt, void* dst, const void* src, size_t size
   plan->task.copy.staging = nullptr;  // Task{} zeroes only the union's first member
   plan->device = src_device ? s.owner : d.owner;
   plan->pageable = (!dst_device && !d.pinned) || (!src_device && !s.pinned);
+  plan->task.copy.kind = kind;
+  plan->task.copy.pageable = plan->pageable;
   plan->stage = dst_device && !src_device && !s.pinned;
   return snpuSuccess;
 }

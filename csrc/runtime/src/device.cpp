@@ -279,7 +279,15 @@ void Device::execute(Stream* s, const Task& task) {
   c->busy_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
                        std::memory_order_relaxed);
   if (timed) {
-    activity::add({task.name, index, s->id, task.correlation_id, wall_start, wall_end, failed ? 1 : 0});
+    snpuActivityRecord r{task.name, index, s->id, task.correlation_id, wall_start, wall_end, failed ? 1 : 0, 0, -1, 0};
+    if (task.kind == TaskKind::kCopy) {
+      r.bytes = task.copy.size;
+      r.copy_kind = task.copy.kind;
+      r.pageable = task.copy.pageable ? 1 : 0;
+    } else if (task.kind == TaskKind::kMemset) {
+      r.bytes = task.memset.size;
+    }
+    activity::add(r);
   }
   if (failed) s->record_error(std::move(error), s->head_seq());
 }

@@ -7,9 +7,9 @@ namespace softnpu::rt {
 const std::vector<snpuSocProfile>& soc_profiles() {
   static const std::vector<snpuSocProfile> table = {
 #define SOFTNPU_SOC(name, soc_version, npu_smi_name, ai_cores, vector_cores, hbm_gib, clock_mhz, fp16, fp32, int8,   \
-                    vector_fp16, hbm_gbps, l2_mib, hccs_gbps, roce_gbps, bf16, source)                              \
+                    vector_fp16, hbm_gbps, l2_mib, hccs_gbps, roce_gbps, bf16, host_link_gbps, source)              \
   {name, soc_version, npu_smi_name, ai_cores, vector_cores, uint64_t(hbm_gib) << 30, clock_mhz, fp16, fp32, int8,    \
-   vector_fp16, hbm_gbps, uint64_t(l2_mib) << 20, hccs_gbps, roce_gbps, bf16, source},
+   vector_fp16, hbm_gbps, uint64_t(l2_mib) << 20, hccs_gbps, roce_gbps, bf16, source, host_link_gbps},
 #include "../../common/soc_profiles.def"
 #undef SOFTNPU_SOC
   };

@@ -98,6 +98,8 @@ struct Task {
       size_t size;
       void* staging;  // owned staging buffer holding the source (pageable host to device), or null; released
                       // with the task's other references, once it ran or was dropped
+      snpuMemcpyKind kind;  // resolved (never snpuMemcpyDefault), for the activity record
+      bool pageable;        // the caller's host side is not pinned, for the activity record
     } copy;
     struct {
       void* dst;

@@ -89,6 +89,48 @@ TEST(Activity, RecordsEveryKernelCopyAndMemsetWithItsStreamAndCorrelation) {
   ASSERT_SNPU(snpuSetDevice(0));
 }
 
+// A profiler estimates a copy from its size, its direction and whether the host side is pinned: each copy's record
+// carries them (kernels carry none).
+TEST(Activity, CopyRecordsCarryTheirBytesDirectionAndPinning) {
+  drain_all();
+  void *dev, *pinned;
+  ASSERT_SNPU(snpuMalloc(&dev, 1 << 20));
+  ASSERT_SNPU(snpuMallocHost(&pinned, 1 << 20));
+  std::vector<char> pageable(1 << 20);
+  ASSERT_SNPU(snpuActivityEnable(1));
+  ASSERT_SNPU(snpuMemcpy(dev, pinned, 1000, snpuMemcpyHostToDevice));
+  ASSERT_SNPU(snpuMemcpyAsync(dev, pageable.data(), 2000, snpuMemcpyHostToDevice, nullptr));  // staged
+  ASSERT_SNPU(snpuMemcpy(pageable.data(), dev, 3000, snpuMemcpyDefault));                      // resolved to DtoH
+  ASSERT_SNPU(snpuMemcpyAsync(pinned, dev, 4000, snpuMemcpyDeviceToHost, nullptr));
+  ASSERT_SNPU(snpuMemcpyAsync(static_cast<char*>(dev) + 8192, dev, 5000, snpuMemcpyDeviceToDevice, nullptr));
+  ASSERT_SNPU(snpuMemsetAsync(dev, 0, 6000, nullptr));
+  ASSERT_SNPU(launch(nullptr, "a kernel", [] { return 0; }));
+  ASSERT_SNPU(snpuDeviceSynchronize());
+  ASSERT_SNPU(snpuActivityEnable(0));
+
+  struct Want {
+    const char* name;
+    uint64_t bytes;
+    int kind;
+    int pageable;
+  };
+  const Want want[] = {
+      {"Memcpy HtoD", 1000, snpuMemcpyHostToDevice, 0},   {"Memcpy HtoD", 2000, snpuMemcpyHostToDevice, 1},
+      {"Memcpy DtoH", 3000, snpuMemcpyDeviceToHost, 1},   {"Memcpy DtoH", 4000, snpuMemcpyDeviceToHost, 0},
+      {"Memcpy DtoD", 5000, snpuMemcpyDeviceToDevice, 0}, {"Memset", 6000, -1, 0},
+      {"a kernel", 0, -1, 0}};
+  const std::vector<snpuActivityRecord> records = drain_all();
+  ASSERT_EQ(records.size(), std::size(want));
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_STREQ(records[i].name, want[i].name) << i;
+    EXPECT_EQ(records[i].bytes, want[i].bytes) << i;
+    EXPECT_EQ(records[i].copy_kind, want[i].kind) << i;
+    EXPECT_EQ(records[i].pageable, want[i].pageable) << i;
+  }
+  ASSERT_SNPU(snpuFree(dev));
+  ASSERT_SNPU(snpuFreeHost(pinned));
+}
+
 TEST(Stats, CountLaunchesCompletionsBusyTimeAndWaits) {
   snpuDeviceStats before, after;
   ASSERT_SNPU(snpuGetDeviceStats(0, &before));

@@ -94,9 +94,11 @@ SNPU_API snpuError_t snpuSetInterruptCheck(snpuInterruptCheckFn check);
  * code in snpuGetLastKernelError). Counts start at the injection: at == 1 is the next matching event.
  *  - snpuFaultKernelError: the at-th kernel run on the device (stream_id, or any stream if -1) fails with code
  *    (default SNPU_ACL_ERROR_RT_AICORE_EXCEPTION) and message. Once.
- *  - snpuFaultMemoryUce: an uncorrectable memory error in [ptr, ptr + size) of the device: every copy reading the
- *    range and the at-th kernel run on the device from now on fail with SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR ("UCE
- *    ERROR"); snpuDeviceGetUceInfo lists the range until snpuDeviceRestart repairs the device.
+ *  - snpuFaultMemoryUce: an uncorrectable memory error in [ptr, ptr + size) of the device, from now until
+ *    snpuDeviceRestart repairs the device (at is not used): every copy reading the range fails with
+ *    SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR ("UCE ERROR"), and so does every kernel touching it, which kernels learn from
+ *    snpuMemRangeHasUce (the kernels of torch's op path ask it for each operand); kernels not touching it run as
+ *    usual. snpuDeviceGetUceInfo lists the range.
  *  - snpuFaultDeviceHang: from the at-th task on, the device's tasks stop completing (host waits block, interruptibly)
  *    until snpuDeviceStop.
  *  - snpuFaultOutOfMemory: the at-th device allocation (snpuMalloc, snpuMemMap) of at least size bytes fails with
@@ -137,6 +139,13 @@ SNPU_API snpuError_t snpuDeviceStop(int device);
 SNPU_API snpuError_t snpuDeviceRestart(int device);
 /* SYNC. As aclrtGetMemUceInfo: up to capacity UCE ranges of the device into addrs/sizes, *count of them. */
 SNPU_API snpuError_t snpuDeviceGetUceInfo(int device, void** addrs, size_t* sizes, size_t capacity, size_t* count);
+/* SYNC, also inside kernels; never fails, never initializes the runtime. Nonzero while some device has a UCE range:
+ * one atomic load, so that device code asks snpuMemRangeHasUce about its operands only then. */
+SNPU_API int snpuMemUceActive(void);
+/* SYNC, also inside kernels; never fails. 1 if [ptr, ptr + size) overlaps a UCE range of any device, else 0. Device
+ * code touching such memory fails with SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR, its message starting "UCE ERROR", as the
+ * chip's kernels do when they read a poisoned HBM page. */
+SNPU_API int snpuMemRangeHasUce(const void* ptr, size_t size);
 
 /* ---------------------------------------------------------------- init */
 
@@ -192,6 +201,7 @@ typedef struct snpuSocProfile {
   double roce_gbps;          /* scale-out network of one device, GB/s */
   int supports_bf16;         /* 0: torch_npu refuses bfloat16 on the chip */
   const char* source;        /* the figures' sources and estimates */
+  double host_link_gbps;     /* host <-> device link (PCIe, or A3's Unified Bus), GB/s per direction */
 } snpuSocProfile;
 
 /* SYNC. The profile of the chip named name, or of the selected chip (SOFTNPU_SOC_VERSION) when name is NULL. Does not
@@ -461,6 +471,12 @@ typedef struct snpuActivityRecord {
   int64_t start_ns;        /* CLOCK_REALTIME-based nanoseconds, as the profiler's clock */
   int64_t end_ns;
   int failed;
+  /* Copies and memsets (0 and -1 for kernels), as msptiActivityMemcpy's bytes and copyKind: what a profiler needs to
+   * estimate them. */
+  uint64_t bytes;    /* bytes copied or set */
+  int copy_kind;     /* copies: the snpuMemcpyKind they ran as (snpuMemcpyDefault resolved); -1 otherwise */
+  int pageable;      /* copies with a host side: 1 when the caller's host memory is not pinned (staged, or waited
+                        for), 0 when pinned or device to device */
 } snpuActivityRecord;
 
 /* SYNC. Starts / stops recording the execution of every kernel and copy. */
