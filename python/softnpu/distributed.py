@@ -43,9 +43,25 @@ def _create_hccl(backend_opts, options):
     options.global_ranks_in_group = list(backend_opts.global_ranks_in_group)
     options.group_id = backend_opts.group_id
     options._timeout = min(backend_opts.timeout, _hccl_timeout("HCCL_CONNECT_TIMEOUT", 120))
-    group = ProcessGroupHCCL(backend_opts.store, backend_opts.group_rank, backend_opts.group_size, options)
+    group = ProcessGroupHCCL(_attempt_store(backend_opts.store), backend_opts.group_rank, backend_opts.group_size,
+                             options)
     group.set_timeout(min(backend_opts.timeout, _hccl_timeout("HCCL_EXEC_TIMEOUT", 1836)))
     return group
+
+
+def _attempt_store(store):
+    """The group's store, scoped to this attempt of torchrun's workers when they share its agent's store.
+
+    torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) keeps one TCPStore for all attempts of its workers, and
+    torch's env:// rendezvous no longer scopes keys by attempt (it expects a new store each round; torch 2.13's
+    dynamic rendezvous keeps the first one): the addresses the group's ranks publish to connect stay from one attempt
+    to the next, and a restarted rank that reads a peer's before the peer's new process has replaced it connects to
+    the dead worker's address and fails (pytorch/pytorch#135712). torch_npu's own rendezvous scopes its store by
+    TORCHELASTIC_RESTART_COUNT; so does the hccl group here. (The count is the agent's own: one agent's workers agree
+    on it, which is what a single host runs.)"""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return store
+    return dist.PrefixStore(f"/worker/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/hccl", store)
 
 
 def _check_environment() -> None:

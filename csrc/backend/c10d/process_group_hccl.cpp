@@ -1,5 +1,7 @@
 #include "backend/c10d/process_group_hccl.h"
 
+#include "backend/c10d/collective_fault.h"
+#include "backend/error_code.h"
 #include "backend/interrupt.h"
 #include "backend/profiler/collective_trace.h"
 
@@ -9,8 +11,12 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -37,7 +43,10 @@ c10::intrusive_ptr<c10::ivalue::Future> future_of(c10d::Work& gloo_work) {
   }
 }
 
-// The Work of an hccl call, completed when its Gloo Work completes (its future, or a thread waiting on it).
+}  // namespace
+
+// The Work of an hccl call, completed when its Gloo Work completes (its future, or a thread waiting on it), when an
+// injected hccl_timeout runs out, or when its group is aborted: whichever comes first.
 class WorkHCCL final : public c10d::Work {
  public:
   WorkHCCL(int rank, c10d::OpType type, const char* title, std::optional<c10::Device> device,
@@ -54,14 +63,25 @@ class WorkHCCL final : public c10d::Work {
   // A Gloo Work without a future, which completes only when waited on: a thread of its own waits on it, so that this
   // Work completes by itself and wait() can poll for Ctrl-C (Gloo's wait cannot be sliced: a timeout puts its whole
   // context in error).
-  void complete_when_done(c10::intrusive_ptr<c10d::Work> gloo_work) {
+  void complete_when_done(c10::intrusive_ptr<c10d::Work> gloo_work, c10d_fault::Context ctx) {
     unfinished_ = gloo_work;
-    std::thread([self = c10::intrusive_ptr<WorkHCCL>::reclaim_copy(this), gloo_work = std::move(gloo_work)] {
+    std::thread([self = c10::intrusive_ptr<WorkHCCL>::reclaim_copy(this), gloo_work = std::move(gloo_work), ctx] {
       std::exception_ptr error;
       try {
         gloo_work->wait();
       } catch (...) {
-        error = std::current_exception();
+        error = c10d_fault::from_transport(std::current_exception(), ctx);
+      }
+      self->complete(error);
+    }).detach();
+  }
+
+  // An injected hccl_timeout: nothing runs, and the Work fails with `error` after `timeout` unless it completed first.
+  void fail_after(std::chrono::milliseconds timeout, std::exception_ptr error) {
+    std::thread([self = c10::intrusive_ptr<WorkHCCL>::reclaim_copy(this), timeout, error] {
+      {
+        std::unique_lock<std::mutex> lock(self->mutex_);
+        self->cv_.wait_for(lock, timeout, [&] { return self->completed_; });
       }
       self->complete(error);
     }).detach();
@@ -76,7 +96,9 @@ class WorkHCCL final : public c10d::Work {
     trace_bytes_ = bytes;
   }
 
+  // The first call decides; later ones (Gloo completing after an abort) change nothing.
   void complete(std::exception_ptr error) {
+    if (done_.exchange(true)) return;
     if (trace_start_ns_ != 0) profiler::collective_end(trace_start_ns_, title_, *trace_stream_, trace_bytes_);
     if (!error) {
       try {
@@ -98,27 +120,35 @@ class WorkHCCL final : public c10d::Work {
 
   // Waits in slices, polling for Ctrl-C between them; an interrupted wait leaves the collective running.
   bool wait(std::chrono::milliseconds timeout) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      while (!completed_) {
-        std::chrono::microseconds slice(kInterruptPollMicros);
-        if (timeout != kNoTimeout) {
-          const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline -
-                                                                                  std::chrono::steady_clock::now());
-          TORCH_CHECK(left.count() > 0, title_, ": timed out after ", timeout.count(), " ms");
-          slice = std::min(slice, left);
-        }
-        if (cv_.wait_for(lock, slice, [&] { return completed_; })) break;
-        lock.unlock();
-        poll_interrupt();
-        lock.lock();
-      }
+      std::unique_lock<std::mutex> lock(wait_done(timeout));
       if (exception_) std::rethrow_exception(exception_);
     }
     synchronize();
     return true;
   }
+
+  // Waits until the Work completed, successfully or not (the lock held on return).
+  std::unique_lock<std::mutex> wait_done(std::chrono::milliseconds timeout = kNoTimeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!completed_) {
+      std::chrono::microseconds slice(kInterruptPollMicros);
+      if (timeout != kNoTimeout) {
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline -
+                                                                                std::chrono::steady_clock::now());
+        TORCH_CHECK(left.count() > 0, title_, ": timed out after ", timeout.count(), " ms");
+        slice = std::min(slice, left);
+      }
+      if (cv_.wait_for(lock, slice, [&] { return completed_; })) break;
+      lock.unlock();
+      poll_interrupt();
+      lock.lock();
+    }
+    return lock;
+  }
+
+  bool done() const { return done_; }
 
   // The current streams wait for the copies back (the future recorded them).
   void synchronize() override { future_->wait(); }
@@ -141,7 +171,10 @@ class WorkHCCL final : public c10d::Work {
   std::vector<at::Tensor> host_outputs_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
   c10::intrusive_ptr<c10d::Work> unfinished_;
+  std::atomic<bool> done_{false};
 };
+
+namespace {
 
 // NCCL's and HCCL's rules for the collectives between a tensor and a tensor `world_size` times its size: the same
 // dtype, and element counts that match whatever the shapes (flat or stacked).
@@ -258,9 +291,73 @@ class Staging {
   std::vector<at::Tensor> host_outputs;
 };
 
-ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo)
-    : Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout)
+    : Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)), timeout_ms_(timeout.count()) {
   init();
+}
+
+ProcessGroupHCCL::~ProcessGroupHCCL() = default;
+
+void ProcessGroupHCCL::setTimeout(std::chrono::milliseconds timeout) {
+  gloo("hccl:set_timeout")->setTimeout(timeout);
+  timeout_ms_ = timeout.count();
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupHCCL::gloo(const char* title) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  TORCH_CHECK(!closed_, "[Rank ", rank_, "] ", title, ": the ProcessGroupHCCL ", *closed_,
+              "; destroy it and create a new group", error_code(SubModule::DIST, ErrCode::HCCL, rank_));
+  return gloo_;
+}
+
+std::vector<c10::intrusive_ptr<WorkHCCL>> ProcessGroupHCCL::pending() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<c10::intrusive_ptr<WorkHCCL>> alive;
+  std::vector<c10::weak_intrusive_ptr<WorkHCCL>> still;
+  for (const auto& weak : pending_) {
+    if (auto work = weak.lock(); work && !work->done()) {
+      alive.push_back(work);
+      still.push_back(weak);
+    }
+  }
+  pending_ = std::move(still);
+  return alive;
+}
+
+void ProcessGroupHCCL::abort(const std::string& reason) {
+  c10::intrusive_ptr<c10d::Backend> gloo;
+  std::string closed;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!closed_) closed_ = reason.empty() ? "was aborted" : "was aborted: " + reason;
+    closed = *closed_;
+    gloo = std::move(gloo_);
+  }
+  std::exception_ptr error;
+  try {
+    TORCH_CHECK(false, "[Rank ", rank_, "] the ProcessGroupHCCL ", closed, ", so its pending collective failed",
+                error_code(SubModule::DIST, ErrCode::HCCL, rank_));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (const auto& work : pending()) work->complete(error);
+  // Destroying a Gloo backend waits for its ops in flight, which end only when their peers answer or their timeout
+  // runs out: a thread of its own lets them.
+  if (gloo) std::thread([gloo = std::move(gloo)]() mutable { gloo.reset(); }).detach();
+}
+
+void ProcessGroupHCCL::shutdown() {
+  for (const auto& work : pending()) work->wait_done();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!closed_) closed_ = "was shut down";
+  gloo_.reset();
+}
+
+void ProcessGroupHCCL::die(const char* title) {
+  std::fprintf(stderr, "softnpu: rank %d dies in %s (an injected dead_peer fault)\n", rank_, title);
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
 }
 
 c10::Stream ProcessGroupHCCL::comm_stream(c10::Device device) {
@@ -274,6 +371,10 @@ c10::Stream ProcessGroupHCCL::comm_stream(c10::Device device) {
 
 template <typename GlooOp>
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::run(Staging& s, GlooOp&& gloo_op) {
+  const c10::intrusive_ptr<c10d::Backend> gloo = this->gloo(s.title);
+  const c10d_fault::Kind fault = c10d_fault::take(s.title);
+  if (fault == c10d_fault::Kind::kDeadPeer) die(s.title);
+  const c10d_fault::Context ctx{s.title, rank_, size_, std::chrono::milliseconds(timeout_ms_.load())};
   // Gloo reads the input buffers as soon as one of its threads picks the op up.
   if (s.has_inputs) npu_guard().synchronizeStream(npu_guard().getStream(*s.device));
   std::optional<c10::Stream> comm;
@@ -289,16 +390,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::run(Staging& s, GlooOp&& gloo_o
   }
 
   const int64_t traced = profiler::collective_begin();
-  c10::intrusive_ptr<c10d::Work> gloo_work = gloo_op();
+  // An injected hccl_timeout: the op never reaches Gloo, so the peers wait for this rank until their timeout.
+  c10::intrusive_ptr<c10d::Work> gloo_work = fault == c10d_fault::Kind::kTimeout ? nullptr : gloo_op(*gloo);
   auto work = c10::make_intrusive<WorkHCCL>(rank_, s.type, s.title, s.device, comm, std::move(s.outputs),
                                             std::move(s.host_outputs));
   if (traced != 0 && s.device)
     work->trace(traced, comm ? *comm : npu_guard().getStream(*s.device), s.in_bytes ? s.in_bytes : s.out_bytes);
-  if (auto gloo_future = future_of(*gloo_work)) {
-    gloo_future->addCallback(
-        [work](c10::ivalue::Future& f) { work->complete(f.hasError() ? f.exception_ptr() : nullptr); });
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    // Completed Works leave the list now and then, so that it stays as long as what is in flight.
+    if (pending_.size() >= prune_at_) {
+      std::erase_if(pending_, [](const auto& weak) {
+        const auto w = weak.lock();
+        return !w || w->done();
+      });
+      prune_at_ = std::max<size_t>(64, 2 * pending_.size());
+    }
+    pending_.emplace_back(work);
+  }
+  if (!gloo_work) {
+    work->fail_after(ctx.timeout, c10d_fault::timeout_error(ctx, "softnpu: an injected hccl_timeout fault: this "
+                                                                 "rank's collective never started"));
+  } else if (auto gloo_future = future_of(*gloo_work)) {
+    gloo_future->addCallback([work, ctx](c10::ivalue::Future& f) {
+      work->complete(f.hasError() ? c10d_fault::from_transport(f.exception_ptr(), ctx) : nullptr);
+    });
   } else {
-    work->complete_when_done(std::move(gloo_work));
+    work->complete_when_done(std::move(gloo_work), ctx);
   }
   return work;
 }
@@ -307,7 +425,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
                                                            const c10d::BroadcastOptions& opts) {
   Staging s(c10d::OpType::BROADCAST, "hccl:broadcast");
   auto host = s.stage(tensors, opts.rootRank == rank_ ? Staging::kIn : Staging::kOut);
-  return run(s, [&] { return gloo_->broadcast(host, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.broadcast(host, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
@@ -315,7 +433,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   Staging s(c10d::OpType::ALLREDUCE, "hccl:all_reduce");
   s.reduce_with(opts.reduceOp);
   auto host = s.stage(tensors, Staging::kInOut);
-  return run(s, [&] { return gloo_->allreduce(host, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.allreduce(host, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -323,7 +441,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(std::vector
   Staging s(c10d::OpType::ALLREDUCE_COALESCED, "hccl:all_reduce_coalesced");
   s.reduce_with(opts.reduceOp);
   auto host = s.stage(tensors, Staging::kInOut);
-  return run(s, [&] { return gloo_->allreduce_coalesced(host, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.allreduce_coalesced(host, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
@@ -332,7 +450,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
   s.reduce_with(opts.reduceOp);
   // Only the root's tensor receives the result; the others keep their values.
   auto host = s.stage(tensors, opts.rootRank == rank_ ? Staging::kInOut : Staging::kIn);
-  return run(s, [&] { return gloo_->reduce(host, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.reduce(host, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -341,7 +459,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(std::vector<std::vect
   Staging s(c10d::OpType::ALLGATHER, "hccl:all_gather");
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->allgather(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.allgather(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -350,7 +468,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(at::Tensor& out
   check_into_tensor(input, output, size_, s.title, "input", "output");
   auto host_in = s.stage_flat(input, Staging::kIn);
   auto host_out = s.stage_flat(output, Staging::kOut);
-  return run(s, [&] { return gloo_->_allgather_base(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo._allgather_base(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
@@ -359,7 +477,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
   Staging s(c10d::OpType::ALLGATHER_COALESCED, "hccl:all_gather_coalesced");
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(output_lists, Staging::kOut);
-  return run(s, [&] { return gloo_->allgather_coalesced(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.allgather_coalesced(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
@@ -368,7 +486,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced
   check_into_tensors(inputs, outputs, size_, s.title, "input", "output");
   auto host_in = s.stage_flat(inputs, Staging::kIn);
   auto host_out = s.stage_flat(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->allgather_into_tensor_coalesced(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.allgather_into_tensor_coalesced(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -377,7 +495,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(std::vector<std::vector<
   Staging s(c10d::OpType::GATHER, "hccl:gather");
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->gather(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.gather(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>& outputs,
@@ -386,7 +504,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(std::vector<at::Tensor>
   Staging s(c10d::OpType::SCATTER, "hccl:scatter");
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->scatter(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.scatter(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -396,7 +514,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(std::vector<at::
   s.reduce_with(opts.reduceOp);
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->reduce_scatter(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.reduce_scatter(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -406,7 +524,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(at::Tensor
   check_into_tensor(output, input, size_, s.title, "output", "input");
   auto host_in = s.stage_flat(input, Staging::kIn);
   auto host_out = s.stage_flat(output, Staging::kOut);
-  return run(s, [&] { return gloo_->_reduce_scatter_base(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo._reduce_scatter_base(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
@@ -416,7 +534,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
   check_into_tensors(outputs, inputs, size_, s.title, "output", "input");
   auto host_in = s.stage_flat(inputs, Staging::kIn);
   auto host_out = s.stage_flat(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->reduce_scatter_tensor_coalesced(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.reduce_scatter_tensor_coalesced(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -426,7 +544,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(at::Tensor& outpu
   Staging s(c10d::OpType::ALLTOALL_BASE, "hccl:all_to_all_single");
   auto host_in = s.stage(input, Staging::kIn);
   auto host_out = s.stage(output, Staging::kOut);
-  return run(s, [&] { return gloo_->alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.alltoall_base(host_out, host_in, output_split_sizes, input_split_sizes, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
@@ -435,30 +553,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   Staging s(c10d::OpType::ALLTOALL, "hccl:all_to_all");
   auto host_in = s.stage(inputs, Staging::kIn);
   auto host_out = s.stage(outputs, Staging::kOut);
-  return run(s, [&] { return gloo_->alltoall(host_out, host_in, opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.alltoall(host_out, host_in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   Staging s(c10d::OpType::SEND, "hccl:send");
   auto host = s.stage(tensors, Staging::kIn);
-  return run(s, [&] { return gloo_->send(host, dst_rank, tag); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.send(host, dst_rank, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   Staging s(c10d::OpType::RECV, "hccl:recv");
   auto host = s.stage(tensors, Staging::kOut);
-  return run(s, [&] { return gloo_->recv(host, src_rank, tag); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.recv(host, src_rank, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   Staging s(c10d::OpType::RECVANYSOURCE, "hccl:recv_anysource");
   auto host = s.stage(tensors, Staging::kOut);
-  return run(s, [&] { return gloo_->recvAnysource(host, tag); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.recvAnysource(host, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
   Staging s(c10d::OpType::BARRIER, "hccl:barrier");
-  return run(s, [&] { return gloo_->barrier(opts); });
+  return run(s, [&](c10d::Backend& gloo) { return gloo.barrier(opts); });
 }
 
 }  // namespace softnpu

@@ -12,24 +12,41 @@
 // Gloo's send/recv and reduce-scatter Works have no future and complete only in their wait(): a thread waits on each,
 // so that they too complete by themselves and have a future (as HCCL's and NCCL's Works do).
 // Work::wait() waits in slices and polls for Ctrl-C (a KeyboardInterrupt leaves the collective running).
+// Gloo's errors are reported as HCCL's (collective_fault.h): a timeout or a lost peer is EI0002 with code 507048.
+// abort() fails the group's pending collectives at once and closes it; shutdown() lets them finish first (torch_npu
+// flushes its HCCL streams). Either way the group refuses new collectives, and a new group may be created.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace softnpu {
 
 class Staging;
+class WorkHCCL;
 
 class ProcessGroupHCCL final : public c10d::Backend {
  public:
-  // `gloo` is a ProcessGroupGloo of the same group (same rank and size).
-  explicit ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo);
+  // `gloo` is a ProcessGroupGloo of the same group (same rank and size), created with `timeout`.
+  ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
+  ~ProcessGroupHCCL() override;  // where WorkHCCL is complete
 
   const std::string getBackendName() const override { return "hccl"; }
-  void setTimeout(std::chrono::milliseconds timeout) override { gloo_->setTimeout(timeout); }
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  // Pending collectives fail at once ("ProcessGroupHCCL ... was aborted"); `reason` is added to their message
+  // (torch_npu's abort_hccl_comm(reason)). Gloo's ops in flight end by themselves (their peer answers or their timeout
+  // runs out), off this thread.
+  void abort() override { abort(""); }
+  void abort(const std::string& reason);
+  // Waits for the pending collectives (each completes or fails within the group's timeout), then closes the group.
+  void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -75,16 +92,27 @@ class ProcessGroupHCCL final : public c10d::Backend {
   // Gloo's: a barrier over the store-connected Gloo context that names the ranks that did not arrive in time. No
   // npu work is involved, so nothing is staged.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
-    gloo_->monitoredBarrier(opts, wait_all_ranks);
+    gloo("hccl:monitored_barrier")->monitoredBarrier(opts, wait_all_ranks);
   }
 
  private:
-  // Waits for the staged inputs, runs the Gloo op on the host buffers and wraps its Work.
+  // Waits for the staged inputs, runs the Gloo op (called with the Gloo backend) on the host buffers and wraps its
+  // Work; an armed hccl fault fires here.
   template <typename GlooOp>
   c10::intrusive_ptr<c10d::Work> run(Staging& staging, GlooOp&& gloo_op);
   c10::Stream comm_stream(c10::Device device);
+  // The Gloo backend, or RuntimeError once the group is aborted or shut down.
+  c10::intrusive_ptr<c10d::Backend> gloo(const char* title);
+  // The group's collectives not yet completed (dropping those that have).
+  std::vector<c10::intrusive_ptr<WorkHCCL>> pending();
+  [[noreturn]] void die(const char* title);
 
-  const c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::mutex mutex_;  // guards gloo_, closed_, pending_ and prune_at_
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::optional<std::string> closed_;  // "was aborted: ..." or "was shut down"
+  std::vector<c10::weak_intrusive_ptr<WorkHCCL>> pending_;
+  size_t prune_at_ = 64;
+  std::atomic<int64_t> timeout_ms_;
   std::mutex streams_mutex_;
   std::unordered_map<c10::DeviceIndex, c10::Stream> comm_streams_;
 };

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "backend/c10d/collective_fault.h"
 #include "backend/c10d/process_group_hccl.h"
 
 namespace py = pybind11;
@@ -68,7 +69,7 @@ c10::intrusive_ptr<softnpu::ProcessGroupHCCL> make_group(const py::object& store
   auto gloo = py::module_::import("torch._C._distributed_c10d")
                   .attr("ProcessGroupGloo")(store, rank, size, timeout)
                   .cast<c10::intrusive_ptr<c10d::Backend>>();
-  return c10::make_intrusive<softnpu::ProcessGroupHCCL>(std::move(gloo));
+  return c10::make_intrusive<softnpu::ProcessGroupHCCL>(std::move(gloo), timeout);
 }
 
 }  // namespace
@@ -100,7 +101,25 @@ PYBIND11_MODULE(_c10d, m) {
               [](const softnpu::ProcessGroupHCCL& self, int64_t rank_id, bool init_comm) {
                 return self.getGroupUid();
               },
-              py::arg("rank_id"), py::arg("init_comm") = true);
+              py::arg("rank_id"), py::arg("init_comm") = true)
+          // torch_npu's: aborts the group's communicators (its pending collectives fail, naming `reason`); the group
+          // is then destroyed and a new one created.
+          .def(
+              "abort_hccl_comm",
+              [](softnpu::ProcessGroupHCCL& self, const std::optional<std::string>& reason) {
+                self.abort(reason.value_or(""));
+              },
+              py::arg("reason") = py::none(), py::call_guard<py::gil_scoped_release>());
+
+  // torch.npu._fault's hccl kinds (kind 1: hccl_timeout, 2: dead_peer), armed in this process.
+  m.def(
+      "_inject_fault",
+      [](int kind, uint64_t at, const std::string& op) {
+        TORCH_CHECK_VALUE(kind == 1 || kind == 2, "unknown hccl fault kind ", kind);
+        softnpu::c10d_fault::arm(static_cast<softnpu::c10d_fault::Kind>(kind), at, op);
+      },
+      py::arg("kind"), py::arg("at"), py::arg("op"));
+  m.def("_clear_faults", &softnpu::c10d_fault::clear);
 
   py::class_<HCCLOptions, c10::intrusive_ptr<HCCLOptions>>(group, "Options", options_base,
                                                            "torch_npu's options of an hccl group")
