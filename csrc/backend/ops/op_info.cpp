@@ -49,7 +49,7 @@ const std::unordered_map<std::string, std::vector<std::string>>& overloads_by_na
 }
 
 // The out= overload of a functional op: the same leading arguments (same names and types), then exactly one out=
-// tensor per return of the functional op.
+// tensor per return of the functional op (a Tensor(a!)[] for a Tensor[] return).
 std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& fn) {
   const auto& table = overloads_by_name();
   auto it = table.find(fn.name());
@@ -68,8 +68,13 @@ std::optional<c10::OperatorHandle> find_out_variant(const c10::FunctionSchema& f
       const auto& b = args[i];
       match = !b.is_out() && a.name() == b.name() && *a.type() == *b.type();
     }
-    for (size_t i = fn.arguments().size(); i < args.size() && match; ++i)
-      match = args[i].is_out() && args[i].type()->kind() == c10::TypeKind::TensorType;
+    for (size_t i = fn.arguments().size(); i < args.size() && match; ++i) {
+      const auto& type = args[i].type();
+      const auto& ret = fn.returns()[i - fn.arguments().size()].type();
+      const bool tensor_list = type->kind() == c10::TypeKind::ListType && *type == *ret &&
+                               type->containedType(0)->kind() == c10::TypeKind::TensorType;
+      match = args[i].is_out() && (type->kind() == c10::TypeKind::TensorType || tensor_list);
+    }
     if (match) return handle;
   }
   return std::nullopt;

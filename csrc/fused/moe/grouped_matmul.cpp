@@ -36,6 +36,21 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "Tensor[]? per_token_scale=None, int[]? group_list=None, Tensor[]? activation_input=None, "
         "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
         "int? group_type=None, int? group_list_type=0, int? act_type=0, ScalarType? output_dtype=None) -> Tensor[]");
+  // The out= forms let the op path write every group's product straight into the device outputs (no host-allocated
+  // result copied after the kernel).
+  m.def("npu_grouped_matmul.out(Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, Tensor[]? scale=None, "
+        "Tensor[]? offset=None, Tensor[]? antiquant_scale=None, Tensor[]? antiquant_offset=None, "
+        "Tensor[]? per_token_scale=None, Tensor? group_list=None, Tensor[]? activation_input=None, "
+        "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
+        "int? group_type=None, int? group_list_type=0, int? act_type=0, int[]? tuning_config=None, "
+        "ScalarType? output_dtype=None, int? x_dtype=None, int? weight_dtype=None, int? scale_dtype=None, "
+        "int? per_token_scale_dtype=None, Tensor(a!)[] out) -> ()");
+  m.def("npu_grouped_matmul.List_out(Tensor[] x, Tensor[] weight, *, Tensor[]? bias=None, Tensor[]? scale=None, "
+        "Tensor[]? offset=None, Tensor[]? antiquant_scale=None, Tensor[]? antiquant_offset=None, "
+        "Tensor[]? per_token_scale=None, int[]? group_list=None, Tensor[]? activation_input=None, "
+        "Tensor[]? activation_quant_scale=None, Tensor[]? activation_quant_offset=None, int? split_item=0, "
+        "int? group_type=None, int? group_list_type=0, int? act_type=0, ScalarType? output_dtype=None, "
+        "Tensor(a!)[] out) -> ()");
 }
 
 namespace softnpu::fused {
@@ -329,6 +344,19 @@ std::vector<at::Tensor> allocate(const Gmm& p, const std::vector<std::vector<int
   return ys;
 }
 
+// The out= overloads' outputs, which must be exactly what the functional op returns (contiguous: the products are
+// written into row ranges of them).
+std::vector<at::Tensor> outputs_given(const Gmm& p, const std::vector<std::vector<int64_t>>& shapes,
+                                      at::TensorList out) {
+  TORCH_CHECK(out.size() == shapes.size(), OP, ".out: expected ", shapes.size(), " outputs, got ", out.size());
+  for (size_t i = 0; i < shapes.size(); ++i)
+    TORCH_CHECK(out[i].sizes() == c10::IntArrayRef(shapes[i]) && out[i].scalar_type() == p.out_dtype &&
+                    out[i].is_contiguous(),
+                OP, ".out: output ", i, " must be contiguous ", c10::IntArrayRef(shapes[i]), " of ", p.out_dtype,
+                ", got ", out[i].sizes(), " of ", out[i].scalar_type());
+  return out.vec();
+}
+
 #define GMM_ARGS                                                                                                   \
   at::TensorList x, at::TensorList weight, const OptList &bias, const OptList &scale, const OptList &offset,      \
       const OptList &antiquant_scale, const OptList &antiquant_offset, const OptList &per_token_scale
@@ -345,7 +373,7 @@ std::vector<at::Tensor> gmm_impl(GMM_ARGS, const std::optional<at::Tensor>& grou
                                  at::OptionalIntArrayRef tuning_config, std::optional<c10::ScalarType> output_dtype,
                                  std::optional<int64_t> x_dtype, std::optional<int64_t> weight_dtype,
                                  std::optional<int64_t> scale_dtype, std::optional<int64_t> per_token_scale_dtype,
-                                 bool meta) {
+                                 bool meta, const std::optional<at::TensorList>& out = std::nullopt) {
   TORCH_CHECK_NOT_IMPLEMENTED(!x_dtype && !weight_dtype && !scale_dtype && !per_token_scale_dtype, OP,
                               ": x_dtype, weight_dtype, scale_dtype and per_token_scale_dtype (hifloat8, mxfp4) are "
                               "not supported by softnpu");
@@ -354,15 +382,16 @@ std::vector<at::Tensor> gmm_impl(GMM_ARGS, const std::optional<at::Tensor>& grou
   TORCH_CHECK(group_type.has_value() || !p.group_tensor, OP, ": Requires manual passing group_type, current is None.");
   if (!p.group_tensor && p.group_type == 0 && p.x.size() == 1 && p.num_weights() > 1)
     TORCH_CHECK(false, OP, ": group_type 0 with one x and ", p.num_weights(), " weights needs group_list");
-  const auto ys = allocate(p, plan(p));
+  const auto ys = out ? outputs_given(p, plan(p), *out) : allocate(p, plan(p));
   return meta ? ys : compute(p, ys);
 }
 
 std::vector<at::Tensor> gmm_list_impl(GMM_ARGS, at::OptionalIntArrayRef group_list, GMM_TAIL,
-                                      std::optional<c10::ScalarType> output_dtype, bool meta) {
+                                      std::optional<c10::ScalarType> output_dtype, bool meta,
+                                      const std::optional<at::TensorList>& out = std::nullopt) {
   Gmm p = GMM_PARSE(true);
   if (group_list.has_value()) p.group_ints = group_list->vec();
-  const auto ys = allocate(p, plan(p));
+  const auto ys = out ? outputs_given(p, plan(p), *out) : allocate(p, plan(p));
   return meta ? ys : compute(p, ys);
 }
 
@@ -398,6 +427,23 @@ std::vector<at::Tensor> gmm_list_cpu(GMM_ARGS, at::OptionalIntArrayRef group_lis
   return gmm_list_impl(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
                        activation_input, activation_quant_scale, activation_quant_offset, split_item, group_type,
                        group_list_type, act_type, output_dtype, false);
+}
+
+void gmm_out_cpu(GMM_ARGS, const std::optional<at::Tensor>& group_list, GMM_TAIL, at::OptionalIntArrayRef tuning_config,
+                 std::optional<c10::ScalarType> output_dtype, std::optional<int64_t> x_dtype,
+                 std::optional<int64_t> weight_dtype, std::optional<int64_t> scale_dtype,
+                 std::optional<int64_t> per_token_scale_dtype, at::TensorList out) {
+  gmm_impl(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
+           activation_input, activation_quant_scale, activation_quant_offset, split_item, group_type, group_list_type,
+           act_type, tuning_config, output_dtype, x_dtype, weight_dtype, scale_dtype, per_token_scale_dtype, false,
+           out);
+}
+
+void gmm_list_out_cpu(GMM_ARGS, at::OptionalIntArrayRef group_list, GMM_TAIL,
+                      std::optional<c10::ScalarType> output_dtype, at::TensorList out) {
+  gmm_list_impl(x, weight, bias, scale, offset, antiquant_scale, antiquant_offset, per_token_scale, group_list,
+                activation_input, activation_quant_scale, activation_quant_offset, split_item, group_type,
+                group_list_type, act_type, output_dtype, false, out);
 }
 
 // ------------------------------------------------------------------------------------------------------- autograd
@@ -602,6 +648,8 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_grouped_matmul", gmm_cpu);
   m.impl("npu_grouped_matmul.List", gmm_list_cpu);
+  m.impl("npu_grouped_matmul.out", gmm_out_cpu);
+  m.impl("npu_grouped_matmul.List_out", gmm_list_out_cpu);
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) {
