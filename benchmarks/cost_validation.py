@@ -25,10 +25,10 @@ import resnet50  # noqa: E402
 # Neural Network Computing"): 32 Da Vinci cores, 256 TFLOPS fp16, 512 TOPS int8, a 2048-bit vector unit per core,
 # four HBM2 stacks, HCCS 3 x 240 Gb/s, RoCE 2 x 100 Gb/s, no float32 cube path. Derived: the clock from the fp16 peak
 # (256e12 / (32 x 8192) = 0.98 GHz), the vector peak from it (32 x 128 lanes x 0.98 GHz). Estimated: HBM bandwidth
-# 1.2 TB/s (as quoted for its Atlas 300T training card) and a 32 MiB L2.
+# 1.2 TB/s (as quoted for its Atlas 300T training card) and a 32 MiB L2. Host link: PCIe 4.0 x16 (Hot Chips 31).
 ASCEND_910 = dict(name="Ascend910 (first generation)", ai_cores=32, cube_fp16_tflops=256.0, cube_fp32_tflops=0.0,
                   cube_int8_tops=512.0, vector_fp16_tflops=4.0, hbm_gbps=1200.0, l2_bytes=32 << 20, hccs_gbps=90.0,
-                  roce_gbps=25.0)
+                  roce_gbps=25.0, host_link_gbps=32.0)
 
 
 # ------------------------------------------------------------------------------------------------------------ peaks

@@ -130,7 +130,8 @@ class Llama(nn.Module):
         x = self.embed(tokens)
         cos, sin = self.rotary(torch.arange(start, start + tokens.shape[1], device=tokens.device), x.dtype)
         for i, block in enumerate(self.blocks):
-            x = block(x, cos, sin, None if caches is None else caches[i])
+            # Pipeline stages split between layers: the hidden states are what crosses (softnpu estimate --pp).
+            x = softnpu.cost.pipeline_boundary(block(x, cos, sin, None if caches is None else caches[i]))
         return self.head(self.norm(x))
 
 

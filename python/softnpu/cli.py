@@ -347,6 +347,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     estimate_parser.add_argument("--dp", type=int, default=1, help="data-parallel ranks (gradient all-reduce)")
     estimate_parser.add_argument("--tp", type=int, default=1,
                                  help="tensor-parallel ranks (the script's torch.distributed collectives)")
+    estimate_parser.add_argument("--pp", type=int, default=1,
+                                 help="pipeline-parallel stages (1F1B; the step is one micro-batch of the whole model, "
+                                      "the boundary the tensor the script gives softnpu.cost.pipeline_boundary())")
+    estimate_parser.add_argument("--micro-batches", type=int, default=1, help="micro-batches an iteration (with --pp)")
     estimate_parser.add_argument("--link", choices=("hccs", "roce"),
                                  help="the collectives' links (default: HCCS within its domain: an 8-NPU A2 server, an A3 "
                                       "supernode; else RoCE)")
@@ -366,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         from .cost import script
 
         script_args = args.script_args[1:] if args.script_args[:1] == ["--"] else args.script_args
-        return script.run(args.script, script_args, soc=args.soc, dp=args.dp, tp=args.tp, link=args.link,
-                          graph=args.graph)
+        return script.run(args.script, script_args, soc=args.soc, dp=args.dp, tp=args.tp, pp=args.pp,
+                          micro_batches=args.micro_batches, link=args.link, graph=args.graph)
     if args.sync_points is None:
         return report()
     if not args.sync_points:

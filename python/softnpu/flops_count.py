@@ -4,42 +4,33 @@ counts them in its op adapters.
 
 start() turns counting on, pause()/resume() suspend it, get_flops() returns [recorded, traversed]: the flops counted
 while not paused, and all the flops seen since start() (paused or not); stop() turns counting off and clears both.
-The formulas are torch.utils.flop_counter's (2 flops per multiply-add); the fused attention npu_fusion_attention counts
-as scaled_dot_product_attention of the same shapes. Counting happens on the host when an op is launched, through a
-dispatch mode of the thread that called start() (the autograd engine's threads inherit it in backward)."""
 
+The count is the cost model's (csrc/backend/cost: the model FLOPs of each cube op, the figure the profiler's and the
+estimator's MFU divide by), so the two cannot disagree. Its formulas are torch.utils.flop_counter's: 2 flops per
+multiply-add of an op's products, attention without a causal discount, its backward with the scores' recomputation;
+npu_fusion_attention counts as scaled_dot_product_attention of the same shapes. Counting happens on the host when an op is launched, through a dispatch mode of the thread that called
+start() (the autograd engine's threads inherit it in backward)."""
+
+import functools
 import warnings
 
 import torch
-from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 __all__ = ["FlopsCounter"]
 
 
-def _bnsd(shape, layout: str, heads: int):
-    """(batch, heads, sequence, head_dim) of an npu_fusion_attention operand given in `layout`."""
-    if layout == "BNSD":
-        return tuple(shape)
-    if layout == "BSND":
-        b, s, n, d = shape
-        return b, n, s, d
-    if layout == "BSH":
-        b, s, h = shape
-        return b, heads, s, h // heads
-    if layout == "SBH":
-        s, b, h = shape
-        return b, heads, s, h // heads
-    raise ValueError(f"FlopsCounter: npu_fusion_attention layout {layout!r} is not counted")
+@functools.cache
+def _counted_ops() -> frozenset:
+    """The ops the cost model runs on the cube, by schema name ("aten::mm", "npu::npu_fusion_attention")."""
+    from softnpu import _C
+
+    return frozenset(_C._cost_cube_ops())
 
 
-def _fusion_attention_flops(func_name, args, kwargs):
-    q, k, v, heads, layout = args[0], args[1], args[2], args[3], args[4]
-    heads, layout = kwargs.get("head_num", heads), kwargs.get("input_layout", layout)
-    shapes = [_bnsd(t.shape, layout, heads) for t in (q, k, v)]
-    if func_name == "npu_fusion_attention":
-        return flop_counter.sdpa_flop_count(*shapes)
-    return flop_counter.sdpa_backward_flop_count(shapes[0], *shapes)  # dy has q's shape
+def _tensors(tree) -> list:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
 
 class _FlopsCountMode(TorchDispatchMode):
@@ -60,15 +51,20 @@ class _FlopsCountMode(TorchDispatchMode):
 
     @staticmethod
     def _flops(func, args, kwargs, out) -> int:
-        on_npu = any(isinstance(a, torch.Tensor) and a.device.type == "npu" for a in args)
-        if not on_npu:
+        name = func._schema.name
+        if name not in _counted_ops():
             return 0
-        packet = func.overloadpacket
-        if packet in flop_counter.flop_registry:
-            return int(flop_counter.flop_registry[packet](*args, **kwargs, out_val=out))
-        if func.namespace == "npu" and packet.__name__ in ("npu_fusion_attention", "npu_fusion_attention_grad"):
-            return int(_fusion_attention_flops(packet.__name__, args, kwargs))
-        return 0
+        inputs = _tensors((args, kwargs))
+        if not any(t.device.type == "npu" for t in inputs):
+            return 0
+        from softnpu import _C
+
+        ids = {id(t) for t in inputs}
+        overload = func._overloadname
+        qualified = name if overload == "default" else f"{name}.{overload}"
+        e = _C._cost_estimate_op(qualified, tuple(args), dict(kwargs), [t for t in _tensors(out) if id(t) not in ids],
+                                 None)
+        return int(e["model_flops"]) if e is not None else 0
 
 
 class _FlopsCounter:

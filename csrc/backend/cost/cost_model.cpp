@@ -45,6 +45,7 @@ Chip chip_from_profile(const snpuSocProfile& p) {
   c.l2_bytes = static_cast<double>(p.l2_bytes);
   c.hccs_bytes_per_s = p.hccs_gbps * 1e9;
   c.roce_bytes_per_s = p.roce_gbps * 1e9;
+  c.host_link_bytes_per_s = p.host_link_gbps * 1e9;
   return c;
 }
 
@@ -178,6 +179,24 @@ constexpr Gemm kGemms[] = {
     {"aten::_int_mm", "self", "mat2"},
 };
 
+constexpr std::string_view kConvolutions[] = {"aten::convolution", "aten::convolution_overrideable",
+                                              "aten::_convolution"};
+constexpr std::string_view kConvolutionBackwards[] = {"aten::convolution_backward",
+                                                      "aten::convolution_backward_overrideable"};
+constexpr std::string_view kAttentionForwards[] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "npu::npu_fusion_attention", "npu::_npu_fusion_attention"};
+constexpr std::string_view kAttentionBackwards[] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward", "aten::_scaled_dot_product_flash_attention_backward",
+    "aten::_scaled_dot_product_efficient_attention_backward", "aten::_scaled_dot_product_cudnn_attention_backward",
+    "npu::npu_fusion_attention_grad"};
+
+template <size_t N>
+bool one_of(std::string_view name, const std::string_view (&names)[N]) {
+  return std::find(std::begin(names), std::end(names), name) != std::end(names);
+}
+
 std::optional<Estimate> gemm(const Chip& chip, const OpInfo& info, c10::ArrayRef<c10::IValue> args, double bytes) {
   for (const Gemm& g : kGemms) {
     if (info.op.schema().name() != g.op) continue;
@@ -188,7 +207,9 @@ std::optional<Estimate> gemm(const Chip& chip, const OpInfo& info, c10::ArrayRef
     const double k = static_cast<double>(a.size(-1));
     const double n = static_cast<double>(b.size(-1));
     const double batch = m * k > 0 ? static_cast<double>(a.numel()) / (m * k) : 0;
-    return cube_kernel(chip, a.scalar_type(), batch, m, n, k, bytes);
+    Estimate e = cube_kernel(chip, a.scalar_type(), batch, m, n, k, bytes);
+    e.model_flops = e.flops;
+    return e;
   }
   return std::nullopt;
 }
@@ -198,10 +219,8 @@ std::optional<Estimate> gemm(const Chip& chip, const OpInfo& info, c10::ArrayRef
 std::optional<Estimate> convolution(const Chip& chip, const OpInfo& info, c10::ArrayRef<c10::IValue> args,
                                     c10::ArrayRef<c10::IValue> outputs, double bytes) {
   const std::string& name = info.op.schema().name();
-  const bool backward = name == "aten::convolution_backward" || name == "aten::convolution_backward_overrideable";
-  if (!backward && name != "aten::convolution" && name != "aten::convolution_overrideable" &&
-      name != "aten::_convolution")
-    return std::nullopt;
+  const bool backward = one_of(name, kConvolutionBackwards);
+  if (!backward && !one_of(name, kConvolutions)) return std::nullopt;
   const at::Tensor weight = tensor_argument(info, args, "weight");
   const at::Tensor input = tensor_argument(info, args, "input");
   if (!weight.defined() || weight.dim() < 3 || !input.defined()) return std::nullopt;
@@ -230,25 +249,19 @@ std::optional<Estimate> convolution(const Chip& chip, const OpInfo& info, c10::A
   }
   Estimate e = cube_kernel(chip, weight.scalar_type(), std::max(products, 1.0), m, n, k, bytes);
   if (products == 0) e = roofline(Unit::kVector, 0, 0, bytes, memory_us(chip, bytes));
+  e.model_flops = e.flops;
   return e;
 }
 
 // Attention's two products per head, QK^T and PV (the flash kernels never write the score matrix: traffic is the
 // operands'). Causal attention skips the masked half of the blocks. The backward recomputes QK^T and adds three
-// products (dV, dP, dQ and dK): 2.5 times the forward's.
+// products (dV, dP, dQ and dK): 2.5 times the forward's. The model FLOPs are torch.utils.flop_counter's count: every
+// block of the scores (no causal discount), the backward with its recomputation (five products).
 std::optional<Estimate> attention(const Chip& chip, const OpInfo& info, c10::ArrayRef<c10::IValue> args,
                                   double bytes) {
   const std::string& name = info.op.schema().name();
-  static const std::unordered_set<std::string_view> kForward = {
-      "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
-      "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
-      "npu::npu_fusion_attention", "npu::_npu_fusion_attention"};
-  static const std::unordered_set<std::string_view> kBackward = {
-      "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-      "aten::_scaled_dot_product_flash_attention_backward", "aten::_scaled_dot_product_efficient_attention_backward",
-      "aten::_scaled_dot_product_cudnn_attention_backward", "npu::npu_fusion_attention_grad"};
-  const bool forward = kForward.contains(name);
-  if (!forward && !kBackward.contains(name)) return std::nullopt;
+  const bool forward = one_of(name, kAttentionForwards);
+  if (!forward && !one_of(name, kAttentionBackwards)) return std::nullopt;
   const at::Tensor q = tensor_argument(info, args, "query");
   const at::Tensor k = tensor_argument(info, args, "key");
   if (!q.defined() || !k.defined() || q.dim() < 3) return std::nullopt;
@@ -259,14 +272,22 @@ std::optional<Estimate> attention(const Chip& chip, const OpInfo& info, c10::Arr
     const std::string_view l = layout->toStringRef();
     const auto s = l.find('S');
     if (s != std::string_view::npos && s < static_cast<size_t>(k.dim())) keys = static_cast<double>(k.size(s));
-    if (l == "TND") keys = static_cast<double>(k.size(0));
+    if (l == "TND") {
+      // Packed sequences: each attends over its own keys, taken as of equal length (torch_npu's FlopCounter too).
+      keys = static_cast<double>(k.size(0));
+      const c10::IValue* lengths = argument(info, args, "actual_seq_kvlen");
+      if (lengths != nullptr && lengths->isIntList() && !lengths->toIntList().empty())
+        keys /= static_cast<double>(lengths->toIntList().size());
+    }
     causal = tensor_argument(info, args, "atten_mask").defined();
   }
   const double head_dim = static_cast<double>(q.size(-1));
   const double rows = static_cast<double>(q.numel()) / head_dim;  // batch x heads x queries
   const double work = (causal ? 0.5 : 1.0) * (forward ? 1.0 : 2.5);
   // Two products of rows x keys x head_dim each.
-  return cube_kernel(chip, q.scalar_type(), 2.0 * work, rows, keys, head_dim, bytes);
+  Estimate e = cube_kernel(chip, q.scalar_type(), 2.0 * work, rows, keys, head_dim, bytes);
+  e.model_flops = 2.0 * (forward ? 2.0 : 5.0) * rows * keys * head_dim;
+  return e;
 }
 
 // The vector work per output element beyond a single operation: transcendental activations, softmax, normalizations.
@@ -301,6 +322,16 @@ bool launches_nothing(const OpInfo& info) {
 
 }  // namespace
 
+std::vector<std::string> cube_ops() {
+  std::vector<std::string> out;
+  for (const Gemm& g : kGemms) out.emplace_back(g.op);
+  out.insert(out.end(), std::begin(kConvolutions), std::end(kConvolutions));
+  out.insert(out.end(), std::begin(kConvolutionBackwards), std::end(kConvolutionBackwards));
+  out.insert(out.end(), std::begin(kAttentionForwards), std::end(kAttentionForwards));
+  out.insert(out.end(), std::begin(kAttentionBackwards), std::end(kAttentionBackwards));
+  return out;
+}
+
 std::optional<Estimate> estimate_op(const Chip& chip, const OpInfo& info, c10::ArrayRef<c10::IValue> args,
                                     c10::ArrayRef<c10::IValue> outputs) {
   if (launches_nothing(info)) return std::nullopt;
@@ -326,13 +357,17 @@ std::optional<Estimate> estimate_op(const Chip& chip, const OpInfo& info, c10::A
   return roofline(Unit::kVector, flops, compute_us, bytes, memory_us(chip, bytes));
 }
 
-Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind) {
+Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind, bool pageable) {
   if (kind == CopyKind::kDeviceToDevice) {
     // Read and written on the same HBM.
     const double traffic = 2 * bytes;
     return roofline(Unit::kCopy, 0, 0, traffic, memory_us(chip, traffic));
   }
-  Estimate e = roofline(Unit::kCopy, 0, 0, bytes, bytes / (kFactors.pcie_gbps * 1e9) * 1e6);
+  TORCH_CHECK(chip.host_link_bytes_per_s > 0, chip.name, " has no host link figure: a host copy cannot be estimated");
+  double us = bytes / (chip.host_link_bytes_per_s * kFactors.host_link_efficiency) * 1e6;
+  // Pageable memory is staged through a pinned buffer by a host memcpy, one after the other.
+  if (pageable) us += bytes / (kFactors.pageable_staging_gbps * 1e9) * 1e6;
+  Estimate e = roofline(Unit::kCopy, 0, 0, bytes, us);
   if (e.bound == Bound::kCompute) e.bound = Bound::kMemory;
   return e;
 }

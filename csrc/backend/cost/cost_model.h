@@ -3,7 +3,7 @@
 // few global factors (csrc/common/cost_factors.def):
 //   cube kernels (matmul, convolution, attention's products)  max(FLOPs / cube peak of the dtype, bytes / HBM)
 //   vector kernels (everything else the op path launches)       max(bytes / HBM, element work / vector peak)
-//   copies                                                       bytes / (HBM, or PCIe across host and device)
+//   copies                                                       bytes / (HBM, or the host link across host and device)
 //   collectives                                                  latency + algorithm bytes / link bandwidth
 // each at least the kernel floor. One model for every caller: the profiler (an estimate beside each kernel's measured
 // duration) and softnpu.cost's estimator (fake tensors, no computation) call the same functions.
@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "softnpu/runtime.h"
 
@@ -42,6 +43,7 @@ struct Chip {
   double l2_bytes = 0;
   double hccs_bytes_per_s = 0;
   double roce_bytes_per_s = 0;
+  double host_link_bytes_per_s = 0;  // per direction
 };
 Chip chip_from_profile(const snpuSocProfile& profile);
 // The chip of a SoC table row, or of the selected SoC (SOFTNPU_SOC_VERSION) for an empty name.
@@ -60,6 +62,9 @@ inline constexpr Factors kFactors{};
 struct Estimate {
   double us = 0;     // duration on the device
   double flops = 0;  // arithmetic counted: the cube's for cube kernels, element work for vector kernels
+  // The op's FLOPs as torch.utils.flop_counter counts them (2 per multiply-add of its products; attention without a
+  // causal discount); 0 for vector kernels. What MFU and FlopsCounter count, where `flops` is the work the chip does.
+  double model_flops = 0;
   double bytes = 0;  // device memory (or link) traffic
   Bound bound = Bound::kMemory;
   Unit unit = Unit::kVector;
@@ -71,8 +76,13 @@ struct Estimate {
 std::optional<Estimate> estimate_op(const Chip& chip, const OpInfo& info, c10::ArrayRef<c10::IValue> args,
                                     c10::ArrayRef<c10::IValue> outputs);
 
+// The ops the model runs on the cube (matrix products, convolutions, attention), by schema name: the ops with model
+// FLOPs.
+std::vector<std::string> cube_ops();
+
 enum class CopyKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
-Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind);
+// pageable: the host side is not pinned, so the copy also goes through a host staging buffer (H2D and D2H only).
+Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind, bool pageable = false);
 
 enum class Collective : uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll, kSendRecv };
 // The links a collective runs over: HCCS within a server (or an A3 supernode), RoCE between servers.

@@ -35,6 +35,7 @@ Chip chip_from_dict(const py::dict& d) {
   p.l2_bytes = static_cast<uint64_t>(number("l2_bytes"));
   p.hccs_gbps = number("hccs_gbps");
   p.roce_gbps = number("roce_gbps");
+  p.host_link_gbps = number("host_link_gbps");
   return chip_from_profile(p);
 }
 
@@ -53,6 +54,7 @@ py::dict to_dict(const Estimate& e) {
   py::dict d;
   d["us"] = e.us;
   d["flops"] = e.flops;
+  d["model_flops"] = e.model_flops;
   d["bytes"] = e.bytes;
   d["bound"] = bound_name(e.bound);
   d["unit"] = unit_name(e.unit);
@@ -93,8 +95,10 @@ void register_python(py::module& m) {
     const auto e = estimate_op(chip(soc), op_info(op), stack, outs);
     return e ? py::object(to_dict(*e)) : py::none();
   });
-  m.def("_cost_estimate_copy", [](double bytes, const std::string& kind, const py::object& soc) {
-    return to_dict(estimate_copy(chip(soc), bytes, parse(kind, "copy kind", kCopyKinds)));
+  // The ops with model FLOPs (torch_npu.utils.FlopsCounter asks the model about these only).
+  m.def("_cost_cube_ops", [] { return cube_ops(); });
+  m.def("_cost_estimate_copy", [](double bytes, const std::string& kind, bool pageable, const py::object& soc) {
+    return to_dict(estimate_copy(chip(soc), bytes, parse(kind, "copy kind", kCopyKinds), pageable));
   });
   m.def("_cost_estimate_collective",
         [](const std::string& kind, double bytes, int ranks, const std::string& link, const py::object& soc) {
@@ -115,6 +119,7 @@ void register_python(py::module& m) {
     d["l2_bytes"] = c.l2_bytes;
     d["hccs_bytes_per_s"] = c.hccs_bytes_per_s;
     d["roce_bytes_per_s"] = c.roce_bytes_per_s;
+    d["host_link_bytes_per_s"] = c.host_link_bytes_per_s;
     return d;
   });
   m.def("_cost_factors", [] {

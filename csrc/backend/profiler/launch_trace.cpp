@@ -37,6 +37,8 @@ int64_t now_ns() {
 
 void set_recording_launches(bool on) { g_recording_launches.store(on, std::memory_order_relaxed); }
 
+uint64_t next_launch_sequence() { return g_launches.fetch_add(1, std::memory_order_relaxed) + 1; }
+
 std::vector<LaunchEvent> take_launch_events() {
   Events& e = events();
   std::lock_guard lock(e.mutex);
@@ -72,7 +74,7 @@ std::vector<std::pair<uint64_t, cost::Estimate>> last_trace_estimates() {
 void LaunchScope::begin(const char* kernel) {
   active_ = true;
   event_.kernel = kernel;
-  event_.sequence = g_launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  event_.sequence = next_launch_sequence();
   event_.op = current_op();
   event_.thread = libkineto::systemThreadId();
   snpuActivitySetCorrelationId(kLaunchIdBit | event_.sequence);

@@ -37,6 +37,9 @@ struct LaunchEvent {
 extern std::atomic<bool> g_recording_launches;
 
 void set_recording_launches(bool on);
+// A fresh id from the launches' sequence (without kLaunchIdBit): also what a copy of the trace is known by, so its
+// estimate is found like a kernel's.
+uint64_t next_launch_sequence();
 // Moves out the events recorded so far.
 std::vector<LaunchEvent> take_launch_events();
 

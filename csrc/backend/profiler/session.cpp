@@ -3,6 +3,7 @@
 #include <output_base.h>
 
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,6 +42,18 @@ ActivityType record_type(const char* name) {
   if (std::strncmp(name, "Memcpy ", 7) == 0) return ActivityType::GPU_MEMCPY;
   if (std::strcmp(name, "Memset") == 0) return ActivityType::GPU_MEMSET;
   return ActivityType::CONCURRENT_KERNEL;
+}
+
+// A copy's estimate on the SoC, from what its record says (bytes, direction, pinning); none for host-to-host copies.
+std::optional<cost::Estimate> copy_estimate(const snpuActivityRecord& r) {
+  cost::CopyKind kind;
+  switch (r.copy_kind) {
+    case snpuMemcpyHostToDevice: kind = cost::CopyKind::kHostToDevice; break;
+    case snpuMemcpyDeviceToHost: kind = cost::CopyKind::kDeviceToHost; break;
+    case snpuMemcpyDeviceToDevice: kind = cost::CopyKind::kDeviceToDevice; break;
+    default: return std::nullopt;
+  }
+  return cost::estimate_copy(cost::selected_chip(), static_cast<double>(r.bytes), kind, r.pageable != 0);
 }
 
 libkineto::DeviceInfo device_info(int device) {
@@ -122,12 +135,26 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
       act.addMetadata("correlation", launch);
       link_flow(act, launch, /*start=*/false);
       executed.insert(launch);
-      // torch_npu's exporter copies this arg into kernel_details.csv under the same name.
-      if (const auto& e = launch_of.at(launch)->estimate) {
-        act.addMetadata("Estimated Duration(us)", e->us);
-        act.addMetadataQuoted("Estimated Bound", cost::bound_name(e->bound));
-        estimates.emplace_back(launch, *e);
-      }
+    }
+    // The estimate: a kernel's was made at its launch; a copy's comes from its record (a copy inside a kernel's launch
+    // gets its own), under an id of its own, as Kineto's CUDA memcpy events carry their bytes.
+    std::optional<cost::Estimate> estimate;
+    uint64_t estimate_id = launch;
+    if (type == ActivityType::GPU_MEMCPY) {
+      act.addMetadata("bytes", r.bytes);
+      if (r.copy_kind != snpuMemcpyDeviceToDevice)
+        act.addMetadataQuoted("host memory", r.pageable ? "pageable" : "pinned");
+      estimate = copy_estimate(r);
+      estimate_id = next_launch_sequence();
+      act.id = static_cast<int32_t>(estimate_id);
+    } else if (launch != 0) {
+      estimate = launch_of.at(launch)->estimate;
+    }
+    // torch_npu's exporter copies this arg into kernel_details.csv under the same name.
+    if (estimate) {
+      act.addMetadata("Estimated Duration(us)", estimate->us);
+      act.addMetadataQuoted("Estimated Bound", cost::bound_name(estimate->bound));
+      estimates.emplace_back(estimate_id, *estimate);
     }
     if (r.failed) act.addMetadata("failed", "true");
     devices_.insert(r.device);

@@ -12,10 +12,10 @@ two ways:
 See docs/cost_model.md for the model, its sources and its validation.
 """
 
-from .estimator import active, estimate, step
+from .estimator import active, estimate, pipeline_boundary, step
 from .model import KernelEstimate, chip, estimate_collective, estimate_copy, estimate_op, factors, soc_table
 from .profile import ESTIMATE_ARG, EstimatedOp, key_averages, step_summary, table
-from .report import Kernel, OpType, StepEstimate
+from .report import Kernel, OpType, Pipeline, StepEstimate
 
 __all__ = [
     "ESTIMATE_ARG",
@@ -23,6 +23,7 @@ __all__ = [
     "Kernel",
     "KernelEstimate",
     "OpType",
+    "Pipeline",
     "StepEstimate",
     "active",
     "chip",
@@ -32,6 +33,7 @@ __all__ = [
     "estimate_op",
     "factors",
     "key_averages",
+    "pipeline_boundary",
     "soc_table",
     "step",
     "step_summary",

@@ -14,6 +14,11 @@ The layout's communication: with ``dp`` > 1, each gradient of the parameters the
 DDP-sized buckets after the backward (overlapping it); the script's own collectives (``torch.distributed.all_reduce``
 and friends, e.g. tensor parallelism's) are recorded over ``tp`` ranks and wait for their inputs. Inside the context
 ``torch.distributed`` answers as one rank of a ``tp``-rank group.
+
+With ``pp`` > 1 the step is one micro-batch's forward and backward of the whole model (and the optimizer step, if it
+runs inside): ``est.result.pipeline`` turns it into one device's iteration of ``pp`` stages over ``micro_batches``
+under the 1F1B schedule (report.Pipeline). What crosses a stage boundary is the tensor the model passes to
+``softnpu.cost.pipeline_boundary()`` (the hidden states between layers), or ``activation_bytes``.
 """
 
 import contextlib
@@ -24,6 +29,7 @@ import weakref
 import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -141,22 +147,30 @@ class estimate(contextlib.ContextDecorator):
     soc: a SoC table row ("Ascend910B3"); None: the chip the device presents as (SOFTNPU_SOC_VERSION); or a dict
         of a chip's figures (softnpu.cost.model).
     dp, tp: the data- and tensor-parallel degrees of the layout this rank is part of.
-    link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp fits one HCCS domain (an 8-NPU Atlas A2
+    pp, micro_batches: the pipeline-parallel stages and the micro-batches of an iteration (1F1B schedule).
+    activation_bytes: what crosses a pipeline stage boundary per micro-batch; None: the last tensor the model gave
+        ``pipeline_boundary()``.
+    link: "hccs" or "roce" for the collectives; None: HCCS while dp x tp x pp fits one HCCS domain (an 8-NPU Atlas A2
         server; an A3 supernode's 384 NPUs), else RoCE.
     graph: the step is replayed from a graph (NPUGraph, aclgraph, MindIE): the host pays no launches.
     grad_bucket_mb: the size of DDP's gradient buckets (its default, 25 MB).
     """
 
-    def __init__(self, soc: str | dict | None = None, *, dp: int = 1, tp: int = 1, link: str | None = None,
+    def __init__(self, soc: str | dict | None = None, *, dp: int = 1, tp: int = 1, pp: int = 1,
+                 micro_batches: int = 1, activation_bytes: float | None = None, link: str | None = None,
                  graph: bool = False, grad_bucket_mb: float = 25.0):
-        if dp < 1 or tp < 1:
-            raise ValueError(f"dp and tp must be at least 1, got dp={dp}, tp={tp}")
+        if dp < 1 or tp < 1 or pp < 1 or micro_batches < 1:
+            raise ValueError(f"dp, tp, pp and micro_batches must be at least 1, got dp={dp}, tp={tp}, pp={pp}, "
+                             f"micro_batches={micro_batches}")
         if link not in (None, "hccs", "roce"):
             raise ValueError(f"link must be 'hccs', 'roce' or None, got {link!r}")
         self.soc = soc
         self.dp = dp
         self.tp = tp
-        self.link = link or ("hccs" if dp * tp <= _hccs_domain(soc) else "roce")
+        self.pp = pp
+        self.micro_batches = micro_batches
+        self.activation_bytes = activation_bytes
+        self.link = link or ("hccs" if dp * tp * pp <= _hccs_domain(soc) else "roce")
         self.graph = graph
         self.grad_bucket_bytes = grad_bucket_mb * 1e6
         self.kernels: list[Kernel] = []
@@ -165,13 +179,26 @@ class estimate(contextlib.ContextDecorator):
         self._step_kernels: list[Kernel] | None = None
         self._params: list = []
         self._restore: list = []
+        self._in_optimizer = 0
+        self.boundary_bytes: float | None = None
 
     # ------------------------------------------------------------------------------------------------ recording
 
     def _record(self, op: str, e: KernelEstimate, launched: bool = True, backward: bool | None = None) -> None:
         if backward is None:
             backward = torch._C._current_autograd_node() is not None
-        self.kernels.append(Kernel(op, e, backward=backward, launched=launched))
+        self.kernels.append(Kernel(op, e, backward=backward, launched=launched, optimizer=self._in_optimizer > 0))
+
+    def _boundary(self, tensor: torch.Tensor) -> None:
+        self.boundary_bytes = tensor.numel() * tensor.element_size()
+
+    def _split_into_stages(self, result: StepEstimate) -> None:
+        activation = self.activation_bytes if self.activation_bytes is not None else self.boundary_bytes
+        if activation is None:
+            raise RuntimeError("softnpu.cost.estimate(pp=...) needs what crosses a stage boundary: pass "
+                               "activation_bytes=, or have the model call softnpu.cost.pipeline_boundary(hidden)")
+        p2p = estimate_collective("send_recv", activation, 2, self.link, self.soc)
+        result.split_into_stages(self.pp, self.micro_batches, activation, p2p.us)
 
     def _collective(self, kind: str, tensor: torch.Tensor, ranks: int | None = None) -> None:
         self._record(f"hccl:{kind}", estimate_collective(kind, tensor.numel() * tensor.element_size(),
@@ -242,6 +269,14 @@ class estimate(contextlib.ContextDecorator):
         self._patch_distributed()
         self._param_hook = torch.nn.modules.module.register_module_parameter_registration_hook(
             lambda module, name, param: self._params.append(weakref.ref(param)) if param is not None else None)
+
+        def optimizer_enters(*_):
+            self._in_optimizer += 1
+
+        def optimizer_leaves(*_):
+            self._in_optimizer -= 1
+        self._optimizer_hooks = [register_optimizer_step_pre_hook(optimizer_enters),
+                                 register_optimizer_step_post_hook(optimizer_leaves)]
         _active = self
         return self
 
@@ -249,6 +284,8 @@ class estimate(contextlib.ContextDecorator):
         global _active
         _active = None
         self._param_hook.remove()
+        for hook in self._optimizer_hooks:
+            hook.remove()
         for owner, name, value in reversed(self._restore):
             setattr(owner, name, value)
         self._restore.clear()
@@ -260,6 +297,8 @@ class estimate(contextlib.ContextDecorator):
         kernels = self.kernels if self._step_kernels is None else self._step_kernels
         self.result = StepEstimate(kernels, soc=self.soc, graph=self.graph)
         self._params.clear()
+        if self.pp > 1 and exc[0] is None:
+            self._split_into_stages(self.result)
         return False
 
 
@@ -272,6 +311,14 @@ def step():
     else:
         with _active.step() as est:
             yield est
+
+
+def pipeline_boundary(tensor: torch.Tensor) -> torch.Tensor:
+    """Marks ``tensor`` as what crosses a pipeline stage boundary (the hidden states a layer passes to the next) for
+    an estimate with ``pp`` > 1; returns it. Outside an estimate it does nothing, so a model marks it once."""
+    if _active is not None:
+        _active._boundary(tensor)
+    return tensor
 
 
 def active() -> "estimate | None":
