@@ -59,10 +59,33 @@ def test_a_kernel_error_on_one_stream_leaves_the_others():
     assert y.sum().item() == 16
 
 
+@pytest.mark.parametrize("device", [0, 1])
+def test_a_stream_fault_names_the_stream_torch_gave_whatever_streams_came_before(device):
+    """torch's stream ids and the runtime's differ once other streams exist (streams of other devices, of earlier
+    work): the fault must fire on the stream the user named, not on the runtime stream that has its torch id."""
+    if device >= torch.npu.device_count():
+        pytest.skip("one device")
+    others = [torch.npu.Stream(device=d) for d in range(torch.npu.device_count()) for _ in range(3)]
+    s = torch.npu.Stream(device=device)
+    with torch.npu.device(device):
+        x = torch.ones(8, device="npu")
+        torch.npu.synchronize()
+        torch.npu._fault.inject("kernel_error", stream=s, message="on the named stream")
+        for o in others:
+            if o.device_index == device:
+                with torch.npu.stream(o):
+                    x.add(1)
+                o.synchronize()  # the other streams of the device run untouched
+        with torch.npu.stream(s):
+            x.add(1)
+        with pytest.raises(RuntimeError, match="on the named stream"):
+            s.synchronize()
+
+
 def test_an_injected_oom_raises_torchs_out_of_memory_and_the_process_goes_on():
     keep = torch.arange(1000.0, device="npu")
     torch.npu._fault.inject("oom", size=8 << 20)
-    with pytest.raises(torch.OutOfMemoryError, match="NPU out of memory. Tried to allocate 16.00 MiB"):
+    with pytest.raises(torch.OutOfMemoryError, match=r"NPU out of memory. Tried to allocate .*16.00 MiB"):
         torch.empty(4 << 20, device="npu")
     small = torch.ones(1000, device="npu")  # smaller: goes through, and the device is no longer full
     assert small.sum().item() == 1000

@@ -1,4 +1,4 @@
-// Activity records for the profiler: when enabled, every kernel, copy and memset that runs leaves a record with its
+// Activity records for the profiler: every kernel, copy and memset launched while enabled leaves a record with its
 // stream, the launching thread's correlation id and CLOCK_REALTIME start and end. Process-wide, so records survive
 // snpuShutdown until drained.
 #pragma once

@@ -249,7 +249,8 @@ void Device::execute(Stream* s, const Task& task) {
   }
   Memory& memory = runtime->memory;
   memory.enter_device_code();
-  bool timed = activity::enabled();
+  // Work queued before a profiler started belongs to no trace, even if it runs while one records.
+  const bool timed = task.traced;
   int64_t wall_start = timed ? activity::now_ns() : 0;
   Clock::time_point start = Clock::now();
   KernelError error;

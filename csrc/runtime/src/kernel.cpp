@@ -124,6 +124,7 @@ snpuError_t launch(Stream* s, Task task, bool wait, Deadline room_deadline) {
     return interrupted(task.name, "nothing was enqueued");
   }
   task.correlation_id = activity::correlation_id();
+  task.traced = activity::enabled();
   // Logged before enqueueing: once queued, the kernel may run and its name stop being valid.
   SNPU_LOG(log::kInfo, "launch %s on device %d stream %llu", task.name, d->index,
            static_cast<unsigned long long>(s->id));

@@ -84,6 +84,7 @@ enum class TaskKind : uint8_t { kKernel, kCopy, kMemset, kRecord, kWait };
 // One unit of stream work. Fixed-size and trivially copyable, so the queue never allocates per launch.
 struct Task {
   TaskKind kind;
+  bool traced;              // launched while activity records were on: only such tasks leave one (as CUPTI's)
   const char* name;         // the kernel's name, or "Memcpy HtoD" and the like
   uint64_t correlation_id;  // the launching thread's, for the profiler
   union {

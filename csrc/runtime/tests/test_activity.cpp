@@ -89,6 +89,30 @@ TEST(Activity, RecordsEveryKernelCopyAndMemsetWithItsStreamAndCorrelation) {
   ASSERT_SNPU(snpuSetDevice(0));
 }
 
+// As CUPTI's: a record belongs to the session its launch happened in. Work queued before the start that runs after
+// it has no launch in that trace (and no estimate of one); work launched during it is recorded even if it runs after
+// the stop.
+TEST(Activity, RecordsFollowTheLaunchNotTheExecution) {
+  drain_all();
+  snpuStream_t s;
+  ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  Gate gate;
+  ASSERT_SNPU(gate.hold(s));
+  ASSERT_TRUE(gate.wait_started());
+  ASSERT_SNPU(launch(s, "queued before the start", [] { return 0; }));
+  ASSERT_SNPU(snpuActivityEnable(1));
+  ASSERT_SNPU(launch(s, "launched during", [] { return 0; }));
+  ASSERT_SNPU(snpuActivityEnable(0));
+  gate.open();
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+  std::vector<snpuActivityRecord> records = drain_all();
+  EXPECT_EQ(find(records, "gate"), nullptr);
+  EXPECT_EQ(find(records, "queued before the start"), nullptr);
+  EXPECT_NE(find(records, "launched during"), nullptr);
+  EXPECT_EQ(records.size(), 1u);
+  ASSERT_SNPU(snpuStreamDestroy(s));
+}
+
 // A profiler estimates a copy from its size, its direction and whether the host side is pinned: each copy's record
 // carries them (kernels carry none).
 TEST(Activity, CopyRecordsCarryTheirBytesDirectionAndPinning) {

@@ -479,7 +479,8 @@ typedef struct snpuActivityRecord {
                         for), 0 when pinned or device to device */
 } snpuActivityRecord;
 
-/* SYNC. Starts / stops recording the execution of every kernel and copy. */
+/* SYNC. Starts / stops recording the execution of every kernel, copy and memset launched from now on (as CUPTI's
+ * records: work launched before the start gets none, even if it runs after it). */
 SNPU_API snpuError_t snpuActivityEnable(int enable);
 /* SYNC. Tags the launches of the calling thread, until the next call, with an id the profiler correlates with its
  * host-side op records. */
