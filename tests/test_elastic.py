@@ -16,13 +16,21 @@ EXEC_TIMEOUT = 5
 
 
 def _torchrun(ckpt, kill, restarts):
+    """Starts torchrun on the example; the result is awaited by _log."""
     env = {k: v for k, v in os.environ.items() if k != "SOFTNPU_FAULT"}
     env.update(HCCL_EXEC_TIMEOUT=str(EXEC_TIMEOUT), SOFTNPU_DEVICE_COUNT="2")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "--max-restarts", str(restarts), str(EXAMPLE), str(ckpt), "1" if kill else "0"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log[-4000:]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _log(run):
+    try:
+        log, _ = run.communicate(timeout=120)
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 0, log[-4000:]
     return log
 
 
@@ -33,7 +41,10 @@ def _final(log):
 
 
 def test_a_rank_killed_mid_all_reduce_is_restarted_by_torchrun_and_resumes_to_the_same_loss(tmp_path):
-    killed = _torchrun(tmp_path / "killed.pt", kill=True, restarts=1)
+    # The undisturbed run alongside (each torchrun on a free port of its own): the two take the time of one.
+    runs = [_torchrun(tmp_path / "killed.pt", kill=True, restarts=1), _torchrun(tmp_path / "clean.pt", kill=False,
+                                                                                 restarts=0)]
+    killed, clean = [_log(run) for run in runs]
     assert "softnpu: rank 1 dies in hccl:all_reduce (an injected dead_peer fault)" in killed
     raised = re.search(r"^rank 0 step 3 raised after (\S+) s: RuntimeError: \[Rank 0\] hccl:all_reduce failed, "
                        r"error code is 507048$", killed, re.M)
@@ -42,7 +53,5 @@ def test_a_rank_killed_mid_all_reduce_is_restarted_by_torchrun_and_resumes_to_th
     assert "Heartbeat Lost Occurred" in killed
     for rank in (0, 1):  # both restarted, from the checkpoint of the last step completed
         assert f"rank {rank} attempt 1 resumes at step 3" in killed, killed[-4000:]
-
-    clean = _torchrun(tmp_path / "clean.pt", kill=False, restarts=0)
     assert "resumes" not in clean and "raised" not in clean
     assert _final(killed) == _final(clean)

@@ -10,7 +10,13 @@ semantics (see csrc/backend/c10d/process_group_hccl.h).
 
 HCCL's timeouts hold as on torch_npu: a group connects within HCCL_CONNECT_TIMEOUT (default 120 s) and each collective
 completes within HCCL_EXEC_TIMEOUT (default 1836 s), or raises (a peer that died or stopped answering), each bounded
-by the group's own timeout.
+by the group's own timeout. Such failures are HCCL's EI0002 (error code 507048), a dead peer's with HCCL's
+"Heartbeat Lost Occurred" report; torch.npu._fault's hccl_timeout and dead_peer cause them on demand.
+
+``torch.distributed.distributed_c10d._abort_process_group`` (the backend's ``abort()``) and torch_npu's
+``abort_hccl_comm(reason)`` fail the group's pending collectives at once; ``destroy_process_group`` (``shutdown()``)
+lets them finish first. Then a new group can be created in the same process, on a store of its own (torch_npu's
+reinit path), and torchrun's restarts find their peers (``_attempt_store``).
 """
 
 import copy
