@@ -503,3 +503,149 @@ def test_quant_ops_compile_without_graph_breaks():
     compiled = torch.compile(f, fullgraph=True)
     for got, want in zip(compiled(*npu_args), f(*args)):
         assert torch.equal(got.cpu(), want)
+
+
+# ------------------------------------------------------------------------------------------------ quant_matmul modes
+
+
+def test_quant_matmul_int4_per_group_asymmetric():
+    # torch_npu's "K-G" mode: int4 x1 per token, int4 x2 per group of k with a float16 offset,
+    # out = pertoken_scale * sum_j scale[j] * (x1_j @ x2_j - x1_j @ offset[j]); x2 as torch_npu's example passes it,
+    # the transpose of an (n, k/8) pack.
+    torch.manual_seed(11)
+    m, k, n, group = 6, 128, 16, 32
+    x = torch.randint(-8, 8, (m, k), dtype=torch.int32)
+    w = torch.randint(-8, 8, (k, n), dtype=torch.int32)
+    scale = torch.rand(k // group, n) * 0.01
+    offset = torch.randint(-3, 4, (k // group, n)).to(torch.float16)
+    pertoken = torch.rand(m, 1) + 0.5
+    x2 = torch_npu.npu_convert_weight_to_int4pack(w.t().contiguous().npu()).cpu().t()
+    args = (pack_int4(x), x2, scale)
+    kwargs = dict(offset=offset, pertoken_scale=pertoken, output_dtype=torch.bfloat16, group_sizes=[1, 1, group])
+    got, got_cpu = both(torch_npu.npu_quant_matmul, *args, **kwargs)
+    want = torch.zeros(m, n, dtype=torch.float64)
+    for j in range(k // group):
+        rows = slice(j * group, (j + 1) * group)
+        acc = x[:, rows].double() @ w[rows].double() - x[:, rows].double().sum(-1, keepdim=True) * offset[j].double()
+        want += acc * scale[j].double()
+    want = (want * pertoken.double()).to(torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and got.shape == (m, n) and torch.equal(got, got_cpu)
+    torch.testing.assert_close(got, want, rtol=8e-3, atol=1e-3)  # float32 sums, one bfloat16 rounding
+    # group_sizes [0, 0, 0]: the group inferred from the scale's shape
+    kwargs["group_sizes"] = [0, 0, 0]
+    assert torch.equal(torch_npu.npu_quant_matmul(*[a.npu() for a in args],
+                                                  **{k_: v.npu() if isinstance(v, torch.Tensor) else v
+                                                     for k_, v in kwargs.items()}).cpu(), got)
+
+
+def test_quant_matmul_int8_per_block():
+    # "G-B": x1 per (token, 128 of k), x2 per (128 of k, 128 of n), a float32 bias, bfloat16 out.
+    torch.manual_seed(12)
+    m, k, n = 5, 256, 256
+    x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    x2 = torch.randint(-128, 128, (k, n), dtype=torch.int8)
+    scale, pertoken, bias = torch.rand(2, 2) * 1e-3, torch.rand(m, 2) * 1e-2, torch.randn(n)
+    got, got_cpu = both(torch_npu.npu_quant_matmul, x1, x2, scale, pertoken_scale=pertoken, bias=bias,
+                        output_dtype=torch.bfloat16, group_sizes=[1, 128, 128])
+    want = torch.zeros(m, n, dtype=torch.float64)
+    for j in range(2):
+        acc = x1[:, j * 128:(j + 1) * 128].double() @ x2[j * 128:(j + 1) * 128].double()
+        want += acc * pertoken[:, j:j + 1].double() * scale[j].double().repeat_interleave(128)
+    want = (want + bias.double()).to(torch.bfloat16)
+    assert torch.equal(got, got_cpu)
+    torch.testing.assert_close(got, want, rtol=8e-3, atol=1e-3)
+
+
+def test_quant_matmul_float8_per_channel_and_static():
+    torch.manual_seed(13)
+    m, k, n = 7, 64, 24
+    x1 = (torch.randn(m, k) * 4).to(torch.float8_e4m3fn)
+    x2 = (torch.randn(k, n) * 4).to(torch.float8_e5m2)
+    scale, pertoken, bias = torch.rand(n) * 0.1, torch.rand(m) + 0.5, torch.randn(n)
+    acc = x1.double() @ x2.double()  # every fp8 product is exact; float32 sums differ from these by rounding only
+    got, got_cpu = both(torch_npu.npu_quant_matmul, x1, x2, scale, pertoken_scale=pertoken, bias=bias,
+                        output_dtype=torch.float32)
+    assert got.dtype == torch.float32 and torch.equal(got, got_cpu)
+    torch.testing.assert_close(got.double(), acc * scale.double() * pertoken.double()[:, None] + bias.double(),
+                               rtol=1e-5, atol=1e-5)
+    # Without pertoken_scale the float32 scale is packed (FP19) and the bias joins before it: (x1 @ x2 + bias) * scale.
+    got, _ = both(torch_npu.npu_quant_matmul, x1, x2, scale, bias=bias, output_dtype=torch.bfloat16)
+    want = ((acc + bias.double()) * fp19(scale).double()).to(torch.bfloat16)
+    torch.testing.assert_close(got, want, rtol=8e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dst_type", [torch.float8_e4m3fn, 296], ids=["float8_e4m3fn", "float4_e2m1"])
+def test_quant_matmul_mx_after_dynamic_mx_quant(dst_type):
+    # MX: x quantized along k per 32 values (scale (m, k/64, 2)), the weight along its k axis (scale (k/64, n, 2)),
+    # as npu_dynamic_mx_quant returns them; the product of the dequantized operands, accumulated in float32.
+    torch.manual_seed(14)
+    m, k, n = 4, 128, 16
+    x, w = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(k, n, dtype=torch.bfloat16)
+    qx, sx = torch_npu.npu_dynamic_mx_quant(x.npu(), dst_type=dst_type)
+    qw, sw = torch_npu.npu_dynamic_mx_quant(w.npu(), axis=-2, dst_type=dst_type)
+    assert sx.shape == (m, k // 64, 2) and sw.shape == (k // 64, n, 2)
+    fp4 = dst_type == 296
+    kwargs = dict(pertoken_scale=sx, output_dtype=torch.float32, scale_dtype=torch_npu.float8_e8m0fnu,
+                  pertoken_scale_dtype=torch_npu.float8_e8m0fnu, group_sizes=[1, 1, 32])
+    if fp4:
+        kwargs.update(x1_dtype=torch_npu.float4_e2m1fn_x2, x2_dtype=torch_npu.float4_e2m1fn_x2)
+    got = torch_npu.npu_quant_matmul(qx, qw, sw, **kwargs)
+    meta = torch_npu.npu_quant_matmul(*[t.to("meta") for t in (qx, qw, sw)],
+                                      **{k_: v.to("meta") if isinstance(v, torch.Tensor) else v
+                                         for k_, v in kwargs.items()})
+    assert meta.shape == got.shape == (m, n) and got.dtype == torch.float32
+    vx = decode_fp4(qx.cpu(), 296) if fp4 else qx.cpu().double()
+    vw = decode_fp4(qw.cpu(), 296) if fp4 else qw.cpu().double()
+    dx = vx * (2.0 ** (sx.cpu().flatten(-2).double() - 127)).repeat_interleave(32, -1)
+    dw = vw * (2.0 ** (sw.cpu().movedim(-1, -2).flatten(0, 1).double() - 127)).repeat_interleave(32, 0)
+    torch.testing.assert_close(got.cpu().double(), dx @ dw, rtol=1e-5, atol=1e-4)
+    # and the float product it approximates (mx float8 keeps ~2 significant digits, float4 ~1)
+    err = (got.cpu().double() - x.double() @ w.double()).norm() / (x.double() @ w.double()).norm()
+    assert err < (0.3 if fp4 else 0.06)
+
+
+def test_quant_matmul_modes_that_raise():
+    for device in ("npu", "meta"):
+        x1 = torch.zeros(4, 32, dtype=torch.int8, device=device)
+        x2 = torch.zeros(32, 8, dtype=torch.int8, device=device)
+        s = torch.ones(8, device=device)
+        cases = [
+            (lambda: torch_npu.npu_quant_matmul(x1, x2, s, x1_dtype=torch_npu.hifloat8, x2_dtype=torch_npu.hifloat8,
+                                                output_dtype=torch.bfloat16), "hifloat8"),
+            (lambda: torch_npu.npu_quant_matmul(x1, torch.zeros(32, 1, dtype=torch.int32, device=device), s),
+             "A8W4"),
+            (lambda: torch_npu.npu_quant_matmul(x1, x2, s, y_scale=torch.ones(1, 8, dtype=torch.int64,
+                                                                              device=device)), "y_scale"),
+            (lambda: torch_npu.npu_quant_matmul(x1, x2, s, group_sizes=[1, 1]), "three elements"),
+            (lambda: torch_npu.npu_quant_matmul(x1, x2, torch.ones(1, 8, device=device),
+                                                output_dtype=torch.bfloat16), "needs a float32 pertoken_scale"),
+        ]
+        for call, message in cases:
+            with pytest.raises(RuntimeError, match=f"npu_quant_matmul: .*{message}"):
+                call()
+        with pytest.raises(RuntimeError, match="npu_dynamic_quant: dst_type torch_npu.hifloat8"):
+            torch_npu.npu_dynamic_quant(torch.zeros(2, 8, dtype=torch.half, device=device),
+                                        dst_type=torch_npu.hifloat8)
+
+
+def test_weight_quant_batchmatmul_int64_scales():
+    # torch_npu's documented int64 forms: antiquant_scale packed by npu_trans_quant_param with an int32 offset (the
+    # weight transposed from (N, K)), and an int64 quant_scale carrying its offset.
+    torch.manual_seed(15)
+    x = torch.randn(8, 64, dtype=torch.float16)
+    w = torch.randint(-8, 8, (16, 64), dtype=torch.int8)
+    a_scale = (torch.rand(16) * 0.05).float()
+    packed = torch_npu.npu_trans_quant_param(a_scale.npu()).cpu().reshape(16, 1)
+    offset = torch.randint(-4, 4, (16, 1), dtype=torch.int32)
+    got, got_cpu = both(torch_npu.npu_weight_quant_batchmatmul, x, w.t(), packed.t(), offset.t())
+    deq = ((w.t().float() + offset.t().float()) * fp19(a_scale)).to(torch.float16)
+    want = x @ deq
+    assert got.dtype == torch.float16 and torch.equal(got, got_cpu)
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-2)
+    ws = torch.rand(1, 16, dtype=torch.float16) * 0.05
+    q_scale, q_offset = torch.rand(16) * 2, torch.randn(16) * 3
+    q_packed = torch_npu.npu_trans_quant_param(q_scale.npu(), q_offset.npu()).cpu()
+    got, _ = both(torch_npu.npu_weight_quant_batchmatmul, x, w.t(), ws, quant_scale=q_packed)
+    y = weight_quant_reference(x, w.t(), ws).float()  # no bias: the half GEMM's rounding, then quantized
+    want = torch.round(y * fp19(q_scale) + q_offset.round()).clamp(-128, 127).to(torch.int8)
+    assert got.dtype == torch.int8 and (got.int() - want.int()).abs().max() <= 1

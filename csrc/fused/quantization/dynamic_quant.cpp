@@ -22,6 +22,7 @@ namespace softnpu::fused {
 namespace {
 
 constexpr const char* kOp = "npu_dynamic_quant";
+constexpr int64_t kHiFloat8 = 290;  // torch_npu.hifloat8 (ACL's aclDataType + 256)
 
 enum class Mode { PerToken, PerChannel, PerTensor };
 
@@ -36,6 +37,8 @@ Plan check(const at::Tensor& x, const std::optional<at::Tensor>& smooth, const s
   TORCH_CHECK(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, kOp,
               ": input must be float16 or bfloat16, got ", x.scalar_type());
   TORCH_CHECK(x.dim() > 1, kOp, ": input must have more than one dim, got shape ", x.sizes());
+  TORCH_CHECK(dst_type.value_or(0) != kHiFloat8, kOp, ": dst_type torch_npu.hifloat8 is not supported here: a host "
+              "has no hifloat8 arithmetic (its tapered exponent/mantissa split has no torch dtype to round to)");
   Plan p{};
   p.dst = dst_type.has_value() ? static_cast<c10::ScalarType>(*dst_type) : at::kChar;
   switch (p.dst) {

@@ -1,19 +1,33 @@
-// npu_quant_matmul(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, ...) and npu_trans_quant_param:
-// torch_npu's quantized matmul, computing what the chip computes. The int8 (or int4: 8 values per int32) products
-// accumulate exactly in int32 (ATen's int8 GEMM), then, as torch_npu documents,
-//   int32 bias:            out = (x1 @ x2 + bias) * scale [* pertoken_scale] + offset
-//   no bias:               out =  x1 @ x2 * scale [* pertoken_scale] + offset
-//   bfloat16/float32 bias: out =  x1 @ x2 * scale [* pertoken_scale] + bias
-// in float32, rounded to output_dtype: int8 (the default) rounded half to even and saturated, float16, bfloat16, or
-// int32 (x1 @ x2 + bias, unscaled). A float32 scale without pertoken_scale for an int8 or float16 output goes through
-// npu_trans_quant_param first, as torch_npu's kernel does, so it is truncated to the chip's FP19 (10 mantissa bits)
-// and offset rounded to an integer in [-256, 255]; an int64 scale is npu_trans_quant_param's packing already.
+// npu_quant_matmul(x1, x2, scale, *, offset, pertoken_scale, bias, output_dtype, x1_dtype, x2_dtype,
+// pertoken_scale_dtype, scale_dtype, group_sizes, y_scale) and npu_trans_quant_param: torch_npu's quantized matmul,
+// computing what the chip computes. Integer operands (int8, or int4 carried 8 per int32) accumulate exactly in int32
+// (ATen's int8 GEMM); float8 / float4 operands (every product exact in float32) accumulate in float32. Then, in
+// float32, as torch_npu documents per quantization mode:
+//   per tensor / per channel (scale (1,) or (n,)), with pertoken_scale (m,) per token:
+//     int32 bias:            out = (x1 @ x2 + bias) * scale [* pertoken_scale] + offset
+//     no bias:               out =  x1 @ x2 * scale [* pertoken_scale] + offset
+//     float bias:            out =  x1 @ x2 * scale [* pertoken_scale] + bias
+//   per group along k ("G-B" / "B-B": scale (kb, nb), pertoken_scale (mb, kb), group_sizes [gm, gn, gk]):
+//     out[m, n] = sum_j (x1 @ x2 over k-block j)[m, n] * pertoken_scale[m / gm, j] * scale[j, n / gn] + bias
+//   int4 per group, asymmetric ("K-G": scale and float16 offset (kb, n), pertoken_scale (m,) or (m, 1)):
+//     out = pertoken_scale * sum_j scale[j] * (x1_j @ x2_j - x1_j @ offset[j])
+//   mx (float8 / float4 operands, float8_e8m0 scales per 32 values of k, two blocks per trailing pair):
+//     out = sum_j (x1_j @ x2_j) * 2^(pertoken_scale[m, j] - 127) * 2^(scale[j, n] - 127) + bias
+// rounded to output_dtype: int8 (the default; half to even, saturated), float16, bfloat16, int32 (x1 @ x2 + bias,
+// unscaled) or, for float8 / float4 operands, float32. A float32 scale without pertoken_scale goes through
+// npu_trans_quant_param first where torch_npu's kernel does (int8 / float16 outputs of integer operands, every output
+// of float operands), so it is truncated to the chip's FP19 and the offset rounded to an integer in [-256, 255]; an
+// int64 scale is npu_trans_quant_param's packing already.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
+#include <functional>
+#include <limits>
+
 #include "fused/common.h"
 #include "fused/quantization/int4.h"
+#include "fused/quantization/quant_param.h"
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_quant_matmul(Tensor x1, Tensor x2, Tensor scale, *, Tensor? offset=None, Tensor? pertoken_scale=None, "
@@ -28,8 +42,10 @@ namespace softnpu::fused {
 namespace {
 
 constexpr const char* kOp = "npu_quant_matmul";
-constexpr int64_t kFp19Mask = 0xFFFFE000;
-constexpr int64_t kScaleFlag = int64_t{1} << 46;
+
+// torch_npu's numbers for the dtypes torch has none of (torch_npu.hifloat8, ...): ACL's aclDataType + 256.
+constexpr int64_t kHiFloat8 = 290, kNpuFloat8E5M2 = 291, kNpuFloat8E4M3 = 292, kFloat8E8M0 = 293,
+                  kFloat4E2M1 = 296, kFloat4E1M2 = 297;
 
 // ------------------------------------------------------------------------------------------------ trans_quant_param
 
@@ -58,50 +74,252 @@ at::Tensor trans_quant_param_meta(const at::Tensor& scale, const std::optional<a
   return at::empty(trans_shape(scale, offset), scale.options().dtype(at::kLong));
 }
 
-// float32 -> its FP19 bits (sign, 8 exponent bits, 10 mantissa bits) in the low 32 bits of an int64.
-at::Tensor fp19_bits(const at::Tensor& scale, int64_t round_mode) {
-  at::Tensor bits = scale.contiguous().view(at::kInt).to(at::kLong).bitwise_and(0xFFFFFFFF);
-  if (round_mode == 1)  // R_INT: round the 13 dropped bits half to even before truncating
-    bits = (bits + 0xFFF + bits.bitwise_right_shift(13).bitwise_and(1)).bitwise_and(0xFFFFFFFF);
-  return bits.bitwise_and(kFp19Mask);
-}
-
 at::Tensor trans_quant_param_cpu(const at::Tensor& scale, const std::optional<at::Tensor>& offset,
                                  std::optional<int64_t> round_mode) {
   check_trans(scale, offset, round_mode);
-  const auto shape = trans_shape(scale, offset);
-  at::Tensor out = fp19_bits(scale, round_mode.value_or(0)).bitwise_or(kScaleFlag).expand(shape).contiguous();
-  if (given(offset)) {
-    const at::Tensor off = offset->round().clamp(-256, 255).to(at::kLong).bitwise_and(0x1FF).bitwise_left_shift(37);
-    out = out.bitwise_or(off.expand(shape));
+  return pack_quant_param(scale, given(offset) ? *offset : at::Tensor(), round_mode.value_or(0))
+      .expand(trans_shape(scale, offset))
+      .contiguous();
+}
+
+// ------------------------------------------------------------------------------------------------ operands
+
+// What an operand holds: int8, int4 (8 per int32), float8 (e4m3fn / e5m2) or float4 e2m1 (2 per byte).
+enum class Kind { Int8, Int4, Float8, Float4 };
+
+bool is_float(Kind k) { return k == Kind::Float8 || k == Kind::Float4; }
+
+// x's kind, from x1_dtype / x2_dtype when given (which reinterpret a 1-byte container), else from x's dtype.
+Kind kind_of(const at::Tensor& x, std::optional<int64_t> dtype_arg, const char* name) {
+  const auto t = x.scalar_type();
+  if (dtype_arg.has_value()) {
+    const int64_t d = *dtype_arg;
+    TORCH_CHECK(d != kHiFloat8, kOp, ": ", name, "_dtype torch_npu.hifloat8 is not supported here: a host has no "
+                "hifloat8 arithmetic (its tapered exponent/mantissa split has no torch dtype to compute in)");
+    TORCH_CHECK(d != kFloat4E1M2, kOp, ": ", name, "_dtype torch_npu.float4_e1m2fn_x2 is not supported by "
+                "npu_quant_matmul (torch_npu takes float4_e2m1fn_x2 only)");
+    if (d == kFloat4E2M1) {
+      TORCH_CHECK(x.element_size() == 1, kOp, ": with ", name, "_dtype float4_e2m1fn_x2, ", name,
+                  " must be a 1-byte container (int8 / uint8), got ", t);
+      return Kind::Float4;
+    }
+    const bool fp8 = ((d == kNpuFloat8E4M3 || d == static_cast<int64_t>(at::kFloat8_e4m3fn)) &&
+                      t == at::kFloat8_e4m3fn) ||
+                     ((d == kNpuFloat8E5M2 || d == static_cast<int64_t>(at::kFloat8_e5m2)) && t == at::kFloat8_e5m2);
+    TORCH_CHECK(fp8 || d == static_cast<int64_t>(t), kOp, ": ", name, "_dtype ", d, " does not name ", name, "'s ",
+                t, ", torch_npu.float4_e2m1fn_x2 or torch_npu.hifloat8");
   }
-  return out.contiguous();
+  switch (t) {
+    case at::kChar: return Kind::Int8;
+    case at::kInt: return Kind::Int4;
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e5m2: return Kind::Float8;
+    case at::kFloat4_e2m1fn_x2: return Kind::Float4;
+    default:
+      TORCH_CHECK(false, kOp, ": x1 and x2 must both be int8, or both int32 (int4 packed 8 per int32), or float8 "
+                  "(float8_e4m3fn / float8_e5m2) or float4_e2m1fn_x2, got ", name, " ", t);
+  }
 }
 
-// int64 scale (npu_trans_quant_param's packing) -> (float32 scale, float32 offset).
-std::pair<at::Tensor, at::Tensor> unpack_scale(const at::Tensor& packed) {
-  const at::Tensor scale = packed.bitwise_and(kFp19Mask).to(at::kInt).contiguous().view(at::kFloat);
-  at::Tensor off = packed.bitwise_right_shift(37).bitwise_and(0x1FF);
-  off = off - off.ge(256).to(at::kLong) * 512;  // 9-bit two's complement
-  return {scale, off.to(at::kFloat)};
+// Whether scale (or pertoken_scale) holds float8_e8m0 exponents: its dtype, or *_dtype on a 1-byte container.
+bool is_e8m0(const at::Tensor& s, std::optional<int64_t> dtype_arg) {
+  if (dtype_arg.has_value()) {
+    TORCH_CHECK(*dtype_arg == kFloat8E8M0 || *dtype_arg == static_cast<int64_t>(s.scalar_type()), kOp,
+                ": scale_dtype / pertoken_scale_dtype must be torch_npu.float8_e8m0fnu (or the tensor's own dtype), "
+                "got ", *dtype_arg);
+    if (*dtype_arg == kFloat8E8M0) {
+      TORCH_CHECK(s.element_size() == 1, kOp, ": a float8_e8m0fnu scale must be a 1-byte container, got ",
+                  s.scalar_type());
+      return true;
+    }
+  }
+  return s.scalar_type() == at::kFloat8_e8m0fnu;
 }
-
-// ------------------------------------------------------------------------------------------------ quant_matmul
-
-struct Plan {
-  bool int4;
-  c10::ScalarType out;
-  std::vector<int64_t> shape;
-};
 
 bool is_transposed(const at::Tensor& t) {
   return t.dim() >= 2 && !t.is_contiguous() && t.transpose(-1, -2).is_contiguous();
 }
 
-// x2's int4 values as [.., k, n]: (k, n/8) contiguous, or (k/8, n) transposed from a contiguous (n, k/8).
-at::Tensor unpack_x2(const at::Tensor& x2) {
-  if (is_transposed(x2)) return unpack_int4(x2.transpose(-1, -2)).transpose(-1, -2);
-  return unpack_int4(x2);
+// float4_e2m1 codes, two per byte along the last dim (the first in the low nibble) -> float32 values.
+at::Tensor decode_fp4(const at::Tensor& packed) {
+  static const std::vector<float> kValues{0.f,  .5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
+                                          -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  const at::Tensor table = at::tensor(kValues, packed.options().dtype(at::kFloat));
+  const at::Tensor bytes = packed.view(at::kByte).to(at::kLong);
+  const at::Tensor codes = at::stack({bytes.bitwise_and(0xF), bytes.bitwise_right_shift(4)}, -1).flatten(-2);
+  return table.index_select(0, codes.flatten()).view(codes.sizes());
+}
+
+// A packed operand (int4, float4) unpacked along its k (x1) or its contiguous dim (x2: (k, n/8) as stored, or
+// (k/8, n) transposed from a contiguous (n, k/8)).
+at::Tensor unpack_along(const at::Tensor& x, bool along_rows, const std::function<at::Tensor(const at::Tensor&)>& f) {
+  return along_rows ? f(x.transpose(-1, -2)).transpose(-1, -2) : f(x);
+}
+
+// The operand's values as the product takes them: int8 for the integer kinds, float32 for the float ones.
+at::Tensor operand(const at::Tensor& x, Kind kind, bool is_x2) {
+  const bool rows = is_x2 && is_transposed(x);
+  switch (kind) {
+    case Kind::Int8: return x;
+    case Kind::Int4: return unpack_along(x, rows, [](const at::Tensor& t) { return unpack_int4(t); });
+    case Kind::Float8: return x.to(at::kFloat);
+    default: return unpack_along(x, rows, decode_fp4);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ checks
+
+// per tensor / channel / token; per group of the k axis (G-B, B-B, int4 K-G); mx (float8_e8m0 scales per 32 of k).
+enum class Mode { PerChannel, Group, Mx };
+
+struct Plan {
+  Kind kind;
+  Mode mode;
+  c10::ScalarType out;
+  std::vector<int64_t> shape;
+  int64_t m = 0, k = 0, n = 0;
+  int64_t gm = 1, gn = 1, gk = 0;  // group sizes along m, n, k (Group, Mx)
+  bool pertoken_blocks = false;    // pertoken_scale per (m-block, k-block), not per token
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A group size along a dim of `size` split in `blocks`: group_sizes' value, or (0) inferred from the scale's shape.
+int64_t group_along(int64_t given_size, int64_t size, int64_t blocks, const char* axis) {
+  TORCH_CHECK(blocks > 0, kOp, ": a per-group scale has no block along ", axis);
+  const int64_t g = given_size > 0 ? given_size : ceil_div(size, blocks);
+  TORCH_CHECK(ceil_div(size, g) == blocks, kOp, ": group size ", g, " along ", axis, " (of size ", size,
+              ") gives ", ceil_div(size, g), " blocks, but the scales hold ", blocks);
+  return g;
+}
+
+void check_group_sizes(c10::OptionalIntArrayRef group_sizes) {
+  if (!group_sizes.has_value() || group_sizes->empty()) return;
+  TORCH_CHECK(group_sizes->size() == 3, kOp, ": group_sizes only support input with three elements, but got ",
+              group_sizes->size());
+  for (int64_t g : *group_sizes)
+    TORCH_CHECK(g >= 0 && g <= 65535, kOp, ": group param value must conform to range [0, 65535], got ",
+                *group_sizes);
+}
+
+int64_t group_size(c10::OptionalIntArrayRef group_sizes, size_t i) {
+  return group_sizes.has_value() && group_sizes->size() == 3 ? (*group_sizes)[i] : 0;
+}
+
+void check_per_channel(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
+                       const std::optional<at::Tensor>& pertoken, const std::optional<at::Tensor>& bias,
+                       c10::OptionalIntArrayRef group_sizes) {
+  for (size_t i = 0; i < 3; ++i)
+    TORCH_CHECK(group_size(group_sizes, i) == 0, kOp, ": group_sizes ", *group_sizes, " needs a per-group scale "
+                "(2-D or more); scale has shape ", scale.sizes());
+  const bool fl = is_float(p.kind);
+  const auto st = scale.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kLong || (st == at::kBFloat16 && !fl), kOp,
+              fl ? ": scale of float8 / float4 operands must be float32 or int64 (npu_trans_quant_param), got "
+                 : ": scale must be float32, int64 (npu_trans_quant_param) or bfloat16, got ", st);
+  TORCH_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == p.n), kOp,
+              ": scale must be 1-D of size 1 or n = ", p.n, ", got shape ", scale.sizes());
+  if (given(offset)) {
+    TORCH_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 &&
+                    (offset->size(0) == 1 || offset->size(0) == p.n), kOp,
+                ": offset must be float32 1-D of size 1 or n = ", p.n, ", got ", offset->scalar_type(), " ",
+                offset->sizes());
+    TORCH_CHECK(p.out == at::kChar, kOp, ": offset is supported with an int8 output only");
+  }
+  if (given(pertoken)) {
+    TORCH_CHECK(pertoken->scalar_type() == at::kFloat && pertoken->dim() == 1 &&
+                    (pertoken->size(0) == p.m || (fl && pertoken->size(0) == 1)), kOp,
+                ": pertoken_scale must be float32 1-D of size m = ", p.m, ", got ", pertoken->scalar_type(), " ",
+                pertoken->sizes());
+    TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || (fl && p.out == at::kFloat), kOp,
+                ": pertoken_scale needs output_dtype torch.float16 or torch.bfloat16");
+  }
+  if (st == at::kBFloat16)
+    TORCH_CHECK(p.out == at::kBFloat16 || p.out == at::kInt, kOp,
+                ": a bfloat16 scale needs output_dtype torch.bfloat16");
+  if (given(bias)) {
+    const auto bt = bias->scalar_type();
+    if (fl) {
+      TORCH_CHECK(bt == at::kFloat, kOp, ": bias of float8 / float4 operands must be float32, got ", bt);
+    } else {
+      TORCH_CHECK(bt == at::kInt || bt == at::kBFloat16 || bt == at::kHalf || bt == at::kFloat, kOp,
+                  ": bias must be int32, bfloat16, float16 or float32, got ", bt);
+      TORCH_CHECK(bt == at::kInt || p.out == at::kBFloat16 || p.out == at::kHalf, kOp,
+                  ": a floating-point bias needs output_dtype torch.bfloat16 or torch.float16");
+    }
+    const bool one_d = bias->dim() == 1 && bias->size(0) == p.n;
+    const bool three_d = bias->dim() == 3 && p.shape.size() == 3 && bias->size(0) == p.shape[0] &&
+                         bias->size(1) == 1 && bias->size(2) == p.n;
+    TORCH_CHECK(one_d || three_d, kOp, ": bias must have shape (n,) or, for a 3-D output, (batch, 1, n); n = ", p.n,
+                ", got ", bias->sizes());
+  }
+}
+
+void check_group(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
+                 const std::optional<at::Tensor>& pertoken, const std::optional<at::Tensor>& bias,
+                 c10::OptionalIntArrayRef group_sizes) {
+  TORCH_CHECK(p.kind != Kind::Float4, kOp, ": float4 operands take float8_e8m0fnu (mx) scales, got a ",
+              scale.scalar_type(), " scale of shape ", scale.sizes());
+  TORCH_CHECK(scale.scalar_type() == at::kFloat, kOp, ": a per-group scale must be float32, got ",
+              scale.scalar_type());
+  TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || (p.kind == Kind::Float8 && p.out == at::kFloat), kOp,
+              ": per-group quantization outputs torch.float16 or torch.bfloat16, got ", p.out);
+  TORCH_CHECK(given(pertoken) && pertoken->scalar_type() == at::kFloat, kOp,
+              ": per-group quantization needs a float32 pertoken_scale");
+  const int64_t kb = scale.size(-2), nb = scale.size(-1);
+  p.gk = group_along(group_size(group_sizes, 2), p.k, kb, "k");
+  if (p.kind == Kind::Int4) {
+    // K-G, asymmetric per group of k and per channel: scale and offset (ceil(k / gk), n), pertoken (m,) or (m, 1).
+    TORCH_CHECK(scale.dim() == 2 && nb == p.n, kOp, ": an int4 per-group scale must be (ceil(k / group), n) = (", kb,
+                ", ", p.n, "), got ", scale.sizes());
+    TORCH_CHECK(given(offset) && offset->scalar_type() == at::kHalf && offset->sizes() == scale.sizes(), kOp,
+                ": an int4 per-group scale needs a float16 offset of scale's shape ", scale.sizes());
+    TORCH_CHECK((pertoken->dim() == 1 || (pertoken->dim() == 2 && pertoken->size(1) == 1)) &&
+                    pertoken->size(0) == p.m, kOp,
+                ": with an int4 per-group scale, pertoken_scale must be (m,) or (m, 1), m = ", p.m, ", got ",
+                pertoken->sizes());
+    TORCH_CHECK(!given(bias), kOp, ": int4 per-group quantization takes no bias");
+    return;
+  }
+  // G-B / B-B: scale (.., ceil(k / gk), ceil(n / gn)), pertoken_scale (.., ceil(m / gm), ceil(k / gk)).
+  TORCH_CHECK(!given(offset), kOp, ": per-group quantization of int8 / float8 operands takes no offset");
+  TORCH_CHECK(pertoken->dim() == scale.dim() && pertoken->size(-1) == kb, kOp,
+              ": with a per-group scale of shape ", scale.sizes(), ", pertoken_scale must be (.., ceil(m / group_m), ",
+              kb, "), got ", pertoken->sizes());
+  p.gn = group_along(group_size(group_sizes, 1), p.n, nb, "n");
+  p.gm = group_along(group_size(group_sizes, 0), p.m, pertoken->size(-2), "m");
+  p.pertoken_blocks = true;
+  if (given(bias)) {
+    TORCH_CHECK(p.kind == Kind::Int8 && bias->scalar_type() == at::kFloat && bias->numel() == p.n, kOp,
+                ": per-group quantization takes a float32 bias of n = ", p.n, " values with int8 operands only, got ",
+                bias->scalar_type(), " ", bias->sizes());
+  }
+}
+
+void check_mx(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>& pertoken,
+              std::optional<int64_t> pertoken_dtype, const std::optional<at::Tensor>& offset,
+              const std::optional<at::Tensor>& bias, c10::OptionalIntArrayRef group_sizes) {
+  TORCH_CHECK(is_float(p.kind), kOp, ": float8_e8m0fnu (mx) scales go with float8 / float4 operands");
+  TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kFloat, kOp,
+              ": mx quantization outputs torch.float16, torch.bfloat16 or torch.float32, got ", p.out);
+  TORCH_CHECK(group_size(group_sizes, 0) <= 1 && group_size(group_sizes, 1) <= 1 &&
+                  (group_size(group_sizes, 2) == 0 || group_size(group_sizes, 2) == 32), kOp,
+              ": mx quantization has group_sizes [1, 1, 32] (or 0 for inferred), got ", *group_sizes);
+  p.gk = 32;
+  const int64_t pairs = ceil_div(p.k, 64);
+  TORCH_CHECK(scale.dim() >= 3 && scale.size(-1) == 2 && scale.size(-2) == p.n && scale.size(-3) == pairs, kOp,
+              ": an mx scale must be (.., ceil(k / 64), n, 2) = (.., ", pairs, ", ", p.n, ", 2), got ", scale.sizes());
+  TORCH_CHECK(given(pertoken) && is_e8m0(*pertoken, pertoken_dtype) && pertoken->dim() >= 3 &&
+                  pertoken->size(-1) == 2 && pertoken->size(-2) == pairs && pertoken->size(-3) == p.m, kOp,
+              ": mx quantization needs a float8_e8m0fnu pertoken_scale of shape (.., m, ceil(k / 64), 2) = (.., ", p.m,
+              ", ", pairs, ", 2)");
+  p.pertoken_blocks = true;
+  TORCH_CHECK(!given(offset), kOp, ": mx quantization takes no offset");
+  if (given(bias)) {
+    TORCH_CHECK(bias->numel() == p.n && (bias->scalar_type() == at::kFloat || bias->scalar_type() == p.out), kOp,
+                ": an mx bias must hold n = ", p.n, " float32 values (or the output's dtype), got ",
+                bias->scalar_type(), " ", bias->sizes());
+  }
 }
 
 Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
@@ -109,74 +327,67 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
            std::optional<int64_t> output_dtype, std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
            std::optional<int64_t> pertoken_dtype, std::optional<int64_t> scale_dtype,
            c10::OptionalIntArrayRef group_sizes, const std::optional<at::Tensor>& y_scale) {
-  TORCH_CHECK(!x1_dtype && !x2_dtype && !pertoken_dtype && !scale_dtype, kOp,
-              ": x1_dtype, x2_dtype, pertoken_scale_dtype and scale_dtype name torch_npu's own low-bit dtypes "
-              "(float4, hifloat8, float8_e8m0), which are not supported here: leave them None");
-  TORCH_CHECK(!given(y_scale), kOp, ": y_scale is not supported here");
-  if (group_sizes.has_value())
-    for (int64_t g : *group_sizes)
-      TORCH_CHECK(g == 0, kOp, ": group_sizes (pergroup / perblock quantization) is not supported here, got ",
-                  *group_sizes);
-  TORCH_CHECK(x1.scalar_type() == x2.scalar_type() && (x1.scalar_type() == at::kChar || x1.scalar_type() == at::kInt),
-              kOp, ": x1 and x2 must both be int8, or both int32 (int4 packed 8 per int32), got ", x1.scalar_type(),
-              " and ", x2.scalar_type());
+  TORCH_CHECK(!given(y_scale), kOp, ": y_scale (T-CG: a float8 x1 times a float4 x2 dequantized per group inside the "
+              "product, Ascend 950) is not supported here: the precision of that in-product dequantization is not "
+              "documented, so a host cannot reproduce the chip's result");
+  check_group_sizes(group_sizes);
+  Plan p{};
+  const Kind k1 = kind_of(x1, x1_dtype, "x1"), k2 = kind_of(x2, x2_dtype, "x2");
+  TORCH_CHECK(!(k1 == Kind::Int8 && k2 == Kind::Int4), kOp, ": an int8 x1 with an int4 (int32) x2 (A8W4, whose "
+              "x2 is dequantized by an int64 per-group scale inside the product) is not supported here: that "
+              "in-product dequantization is not documented enough to reproduce; x1 and x2 must both be int8 or "
+              "both int32");
+  TORCH_CHECK(k1 == k2 || (is_float(k1) && is_float(k2)), kOp,
+              ": x1 and x2 must both be int8, or both int32 (int4 packed 8 per int32), or float8 / float4, got ",
+              x1.scalar_type(), " and ", x2.scalar_type());
+  p.kind = k1 == Kind::Float4 ? k2 : k1;  // float8 x float4 (mx): the float path like any float pair
   TORCH_CHECK(x1.dim() >= 2 && x1.dim() <= 6 && x2.dim() >= 2 && x2.dim() <= 6, kOp,
               ": x1 and x2 must have 2 to 6 dims, got shapes ", x1.sizes(), " and ", x2.sizes());
-  Plan p{};
-  p.int4 = x1.scalar_type() == at::kInt;
-  int64_t k1 = x1.size(-1), k2 = x2.size(-2), n = x2.size(-1);
-  if (p.int4) {
-    TORCH_CHECK(x2.dim() == 2, kOp, ": int4 x2 must be 2-D, got shape ", x2.sizes());
-    k1 *= kInt4PerInt32;
-    if (is_transposed(x2)) k2 *= kInt4PerInt32;
-    else n *= kInt4PerInt32;
+  const int64_t pack1 = k1 == Kind::Int4 ? kInt4PerInt32 : k1 == Kind::Float4 ? 2 : 1;
+  const int64_t pack2 = k2 == Kind::Int4 ? kInt4PerInt32 : k2 == Kind::Float4 ? 2 : 1;
+  int64_t k1_size = x1.size(-1) * pack1, k2_size = x2.size(-2), n = x2.size(-1);
+  if (pack2 > 1) {
+    TORCH_CHECK(k2 != Kind::Int4 || x2.dim() == 2, kOp, ": int4 x2 must be 2-D, got shape ", x2.sizes());
+    (is_transposed(x2) ? k2_size : n) *= pack2;
   }
-  TORCH_CHECK(k1 == k2, kOp, ": x1's k (", k1, ") and x2's k (", k2, ") differ, shapes ", x1.sizes(), " and ",
-              x2.sizes());
-  const auto batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  p.shape = batch;
-  p.shape.push_back(x1.size(-2));
+  TORCH_CHECK(k1_size == k2_size, kOp, ": x1's k (", k1_size, ") and x2's k (", k2_size, ") differ, shapes ",
+              x1.sizes(), " and ", x2.sizes());
+  p.m = x1.size(-2);
+  p.k = k1_size;
+  p.n = n;
+  p.shape = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+  p.shape.push_back(p.m);
   p.shape.push_back(n);
 
+  const bool fl = is_float(p.kind);
   p.out = output_dtype.has_value() ? static_cast<c10::ScalarType>(*output_dtype) : at::kChar;
-  TORCH_CHECK(p.out == at::kChar || p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kInt, kOp,
-              ": output_dtype must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, got ", p.out);
-  TORCH_CHECK(scale.scalar_type() == at::kFloat || scale.scalar_type() == at::kLong ||
-                  scale.scalar_type() == at::kBFloat16, kOp,
-              ": scale must be float32, int64 (npu_trans_quant_param) or bfloat16, got ", scale.scalar_type());
-  TORCH_CHECK(scale.dim() == 1 && (scale.size(0) == 1 || scale.size(0) == n), kOp,
-              ": scale must be 1-D of size 1 or n = ", n, ", got shape ", scale.sizes());
-  if (given(offset)) {
-    TORCH_CHECK(offset->scalar_type() == at::kFloat && offset->dim() == 1 &&
-                    (offset->size(0) == 1 || offset->size(0) == n), kOp,
-                ": offset must be float32 1-D of size 1 or n = ", n, ", got ", offset->scalar_type(), " ",
-                offset->sizes());
-    TORCH_CHECK(p.out == at::kChar, kOp, ": offset is supported with an int8 output only");
+  if (fl) {
+    TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kFloat, kOp,
+                ": output_dtype of float8 / float4 operands must be torch.float16, torch.bfloat16 or torch.float32, "
+                "got ", p.out);
+  } else {
+    TORCH_CHECK(p.out == at::kChar || p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kInt, kOp,
+                ": output_dtype must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, got ", p.out);
   }
-  if (given(pertoken)) {
-    TORCH_CHECK(pertoken->scalar_type() == at::kFloat && pertoken->dim() == 1 && pertoken->size(0) == x1.size(-2),
-                kOp, ": pertoken_scale must be float32 1-D of size m = ", x1.size(-2), ", got ",
-                pertoken->scalar_type(), " ", pertoken->sizes());
-    TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16, kOp,
-                ": pertoken_scale needs output_dtype torch.float16 or torch.bfloat16");
-  }
-  if (scale.scalar_type() == at::kBFloat16)
-    TORCH_CHECK(p.out == at::kBFloat16 || p.out == at::kInt, kOp,
-                ": a bfloat16 scale needs output_dtype torch.bfloat16");
-  if (given(bias)) {
-    const auto bt = bias->scalar_type();
-    TORCH_CHECK(bt == at::kInt || bt == at::kBFloat16 || bt == at::kHalf || bt == at::kFloat, kOp,
-                ": bias must be int32, bfloat16, float16 or float32, got ", bt);
-    TORCH_CHECK(bt == at::kInt || p.out == at::kBFloat16 || p.out == at::kHalf, kOp,
-                ": a floating-point bias needs output_dtype torch.bfloat16 or torch.float16");
-    const bool one_d = bias->dim() == 1 && bias->size(0) == n;
-    const bool three_d = bias->dim() == 3 && p.shape.size() == 3 && bias->size(0) == p.shape[0] &&
-                         bias->size(1) == 1 && bias->size(2) == n;
-    TORCH_CHECK(one_d || three_d, kOp, ": bias must have shape (n,) or, for a 3-D output, (batch, 1, n); n = ", n,
-                ", got ", bias->sizes());
+
+  if (is_e8m0(scale, scale_dtype)) {
+    p.mode = Mode::Mx;
+    check_mx(p, scale, pertoken, pertoken_dtype, offset, bias, group_sizes);
+  } else if (scale.dim() >= 2) {
+    TORCH_CHECK(!pertoken_dtype.has_value() || *pertoken_dtype == static_cast<int64_t>(at::kFloat), kOp,
+                ": pertoken_scale_dtype float8_e8m0fnu goes with a float8_e8m0fnu scale (mx)");
+    p.mode = Mode::Group;
+    check_group(p, scale, offset, pertoken, bias, group_sizes);
+  } else {
+    TORCH_CHECK(!pertoken_dtype.has_value() || *pertoken_dtype == static_cast<int64_t>(at::kFloat), kOp,
+                ": pertoken_scale_dtype float8_e8m0fnu goes with a float8_e8m0fnu scale (mx)");
+    p.mode = Mode::PerChannel;
+    check_per_channel(p, scale, offset, pertoken, bias, group_sizes);
   }
   return p;
 }
+
+// ------------------------------------------------------------------------------------------------ compute
 
 // int8 [.., m, k] @ [.., k, n] (batch dims broadcast) accumulated exactly in int32, as the chip's cube unit does:
 // ATen's int8 GEMM (_int_mm) on each 2-D product.
@@ -200,6 +411,34 @@ at::Tensor int_matmul(const at::Tensor& a, const at::Tensor& b) {
   return at::stack(outs).view(shape);
 }
 
+// The product's accumulator: int32 for integer operands, float32 for float ones.
+at::Tensor product(const at::Tensor& a, const at::Tensor& b, const Plan& p) {
+  return is_float(p.kind) ? at::matmul(a, b) : int_matmul(a, b);
+}
+
+// float8_e8m0 exponents (uint8 bits) -> 2^(e - 127) in float32 (255 is NaN).
+at::Tensor e8m0_values(const at::Tensor& s) {
+  const at::Tensor e = s.view(at::kByte).to(at::kFloat);
+  return at::where(e.eq(255), std::numeric_limits<float>::quiet_NaN(), at::exp2(e - 127));
+}
+
+// Per-group quantization: the k-blocks' products, each scaled by its x2 scales s2 [.., kb, n] and (per block)
+// x1 scales s1 [.., m, kb], summed in float32; an int4 offset [kb, n] subtracts x1_j's row sums times it.
+at::Tensor grouped(const at::Tensor& a, const at::Tensor& b, const Plan& p, const at::Tensor& s2, const at::Tensor& s1,
+                   const at::Tensor& offset) {
+  at::Tensor out;
+  for (int64_t j = 0, start = 0; start < p.k; ++j, start += p.gk) {
+    const int64_t len = std::min(p.gk, p.k - start);
+    const at::Tensor a_j = a.narrow(-1, start, len);
+    at::Tensor acc = product(a_j, b.narrow(-2, start, len), p).to(at::kFloat);
+    if (offset.defined()) acc = acc - a_j.sum(-1, /*keepdim=*/true).to(at::kFloat) * offset.select(-2, j);
+    acc = acc * s2.select(-2, j).unsqueeze(-2);
+    if (s1.defined()) acc = acc * s1.select(-1, j).unsqueeze(-1);
+    out = out.defined() ? out.add_(acc) : acc;
+  }
+  return out;
+}
+
 at::Tensor quant_matmul_meta(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale,
                              const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
                              const std::optional<at::Tensor>& bias, std::optional<int64_t> output_dtype,
@@ -219,29 +458,56 @@ at::Tensor quant_matmul_cpu(const at::Tensor& x1, const at::Tensor& x2, const at
                             c10::OptionalIntArrayRef group_sizes, const std::optional<at::Tensor>& y_scale) {
   const Plan p = check(x1, x2, scale, offset, pertoken, bias, output_dtype, x1_dtype, x2_dtype, pertoken_dtype,
                        scale_dtype, group_sizes, y_scale);
-  const at::Tensor a = p.int4 ? unpack_int4(x1) : x1;
-  const at::Tensor b = p.int4 ? unpack_x2(x2) : x2;
-  at::Tensor acc = int_matmul(a, b);
+  const at::Tensor a = operand(x1, kind_of(x1, x1_dtype, "x1"), false);
+  const at::Tensor b = operand(x2, kind_of(x2, x2_dtype, "x2"), true);
+  const bool fl = is_float(p.kind);
+
+  if (p.mode != Mode::PerChannel) {
+    at::Tensor s2, s1, off;
+    if (p.mode == Mode::Mx) {
+      // (.., kb/2, n, 2) -> (.., kb, n): block 2i and 2i + 1 side by side; (.., m, kb/2, 2) -> (.., m, kb).
+      const int64_t kb = ceil_div(p.k, p.gk);
+      s2 = e8m0_values(scale).movedim(-1, -2).flatten(-3, -2).narrow(-2, 0, kb);
+      s1 = e8m0_values(*pertoken).flatten(-2).narrow(-1, 0, kb);
+    } else {
+      s2 = scale.repeat_interleave(p.gn, -1).narrow(-1, 0, p.n);  // each column block's scale over its gn columns
+      if (p.pertoken_blocks) s1 = pertoken->repeat_interleave(p.gm, -2).narrow(-2, 0, p.m);
+      if (p.kind == Kind::Int4) off = offset->to(at::kFloat);
+    }
+    at::Tensor out = grouped(a, b, p, s2, s1, off);
+    if (!p.pertoken_blocks) out = out * pertoken->reshape({-1, 1});
+    if (given(bias)) out = out + bias->to(at::kFloat).reshape({-1});
+    return out.to(p.out).contiguous();
+  }
+
+  at::Tensor acc = product(a, b, p);
   const bool int_bias = given(bias) && bias->scalar_type() == at::kInt;
   if (int_bias) acc = acc + *bias;
   if (p.out == at::kInt) return acc.contiguous();
 
+  // torch_npu's kernel packs a float32 scale without pertoken_scale through npu_trans_quant_param for int8 / float16
+  // outputs of integer operands and for every output of float ones; float operands then add their bias first.
+  const bool packed = scale.scalar_type() == at::kLong ||
+                      (scale.scalar_type() == at::kFloat && !given(pertoken) &&
+                       (fl || p.out == at::kChar || p.out == at::kHalf));
   at::Tensor s, off;
   if (scale.scalar_type() == at::kLong) {
-    std::tie(s, off) = unpack_scale(scale);
-  } else if (scale.scalar_type() == at::kFloat && !given(pertoken) && (p.out == at::kChar || p.out == at::kHalf)) {
-    const at::Tensor packed = trans_quant_param_cpu(scale, offset, 0);
-    std::tie(s, off) = unpack_scale(packed);
+    std::tie(s, off) = unpack_quant_param(scale);
+  } else if (packed) {
+    std::tie(s, off) = unpack_quant_param(pack_quant_param(scale, given(offset) ? *offset : at::Tensor(), 0));
   } else {
     s = scale.to(at::kFloat);
   }
-  at::Tensor out = acc.to(at::kFloat) * s;
+  at::Tensor out = acc.to(at::kFloat);
+  const bool bias_first = fl && packed && given(bias);
+  if (bias_first) out = out + bias->to(at::kFloat);
+  out = out * s;
   if (given(pertoken)) out = out * pertoken->unsqueeze(-1);
   if (p.out == at::kChar) {
     if (off.defined()) out = out + off;
     return out.round().clamp(-128, 127).to(at::kChar).contiguous();
   }
-  if (given(bias) && !int_bias) out = out + bias->to(at::kFloat);
+  if (given(bias) && !int_bias && !bias_first) out = out + bias->to(at::kFloat);
   return out.to(p.out).contiguous();
 }
 

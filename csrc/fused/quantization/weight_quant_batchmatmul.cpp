@@ -5,7 +5,9 @@
 // antiquant_scale, per tensor, per output channel, or per group of antiquant_group_size rows along K. As the chip
 // computes it, the weight is dequantized in x's dtype (float16 or bfloat16: the sum and the product each rounded to
 // it), the matmul accumulates in float32 and the bias is added before the one rounding to x's dtype. With quant_scale
-// the output is quantized: int8(round((x @ ANTIQUANT(weight) + bias) * quant_scale + quant_offset)).
+// the output is quantized: int8(round((x @ ANTIQUANT(weight) + bias) * quant_scale + quant_offset)); an int64
+// antiquant_scale (per channel, float16 x, int8 weight, int32 antiquant_offset) or int64 quant_scale is
+// npu_trans_quant_param's packing (FP19 scale; quant_scale's offset packed with it).
 // The weight is int8 [K, N], or int4 packed in int32: [K, N/8] contiguous, or [K/8, N] as the transpose of a
 // contiguous [N, K/8] (torchao's call form).
 #include <ATen/ATen.h>
@@ -13,6 +15,7 @@
 
 #include "fused/common.h"
 #include "fused/quantization/int4.h"
+#include "fused/quantization/quant_param.h"
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_weight_quant_batchmatmul(Tensor x, Tensor weight, Tensor antiquant_scale, "
@@ -102,8 +105,14 @@ Plan check(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, co
   if (p.int4) (is_transposed(w) ? p.k : p.n) *= kInt4PerInt32;
   TORCH_CHECK(x.size(-1) == p.k, kOp, ": x's K (", x.size(-1), ") and weight's K (", p.k,
               ") differ; shapes ", x.sizes(), " and ", w.sizes());
-  TORCH_CHECK(scale.scalar_type() == x.scalar_type(), kOp, ": antiquant_scale must have x's dtype ", x.scalar_type(),
-              ", got ", scale.scalar_type(), " (an int64 antiquant_scale is not supported here)");
+  const bool packed_scale = scale.scalar_type() == at::kLong;
+  TORCH_CHECK(scale.scalar_type() == x.scalar_type() || packed_scale, kOp, ": antiquant_scale must have x's dtype ",
+              x.scalar_type(), " or be int64 (npu_trans_quant_param), got ", scale.scalar_type());
+  if (packed_scale)
+    TORCH_CHECK(x.scalar_type() == at::kHalf && w.scalar_type() == at::kChar && group_size == 0 &&
+                    !given(quant_scale), kOp,
+                ": an int64 antiquant_scale needs a float16 x, an int8 weight, per-channel quantization "
+                "(antiquant_group_size 0) and no quant_scale");
   int64_t rows = 1;
   if (group_size != 0) {
     TORCH_CHECK(group_size >= 32 && group_size % 32 == 0 && group_size < p.k, kOp,
@@ -118,14 +127,19 @@ Plan check(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale, co
               " must be (1,), (N,), (1, N) or, per group, (ceil(K / antiquant_group_size), N); N = ", p.n,
               ", groups = ", rows);
   if (given(offset))
-    TORCH_CHECK(offset->sizes() == scale.sizes() && offset->scalar_type() == scale.scalar_type(), kOp,
-                ": antiquant_offset must have antiquant_scale's shape and dtype, got ", offset->sizes(), " ",
-                offset->scalar_type());
+    TORCH_CHECK(offset->sizes() == scale.sizes() &&
+                    offset->scalar_type() == (packed_scale ? at::kInt : scale.scalar_type()), kOp,
+                ": antiquant_offset must have antiquant_scale's shape and dtype (int32 with an int64 scale), got ",
+                offset->sizes(), " ", offset->scalar_type());
   TORCH_CHECK(!given(quant_offset) || given(quant_scale), kOp, ": quant_offset needs quant_scale");
   if (given(quant_scale)) {
-    TORCH_CHECK(quant_scale->scalar_type() == at::kFloat && scale_shape_ok(*quant_scale, 1, p.n), kOp,
-                ": quant_scale must be float32 of shape (1,), (N,) or (1, N), got ", quant_scale->scalar_type(), " ",
-                quant_scale->sizes());
+    const auto qt = quant_scale->scalar_type();
+    TORCH_CHECK((qt == at::kFloat || qt == at::kLong) && scale_shape_ok(*quant_scale, 1, p.n), kOp,
+                ": quant_scale must be float32 or int64 (npu_trans_quant_param) of shape (1,), (N,) or (1, N), got ",
+                qt, " ", quant_scale->sizes());
+    TORCH_CHECK(qt == at::kFloat || !given(quant_offset), kOp,
+                ": an int64 quant_scale carries its offset (npu_trans_quant_param(quant_scale, quant_offset)): "
+                "quant_offset must be None");
     if (given(quant_offset))
       TORCH_CHECK(quant_offset->sizes() == quant_scale->sizes() && quant_offset->scalar_type() == at::kFloat, kOp,
                   ": quant_offset must have quant_scale's shape and dtype float32");
@@ -173,15 +187,29 @@ at::Tensor wqbmm_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   const auto dt = x.scalar_type();
   at::Tensor values = w;
   if (p.int4) values = is_transposed(w) ? unpack_int4(w.transpose(0, 1), dt).transpose(0, 1) : unpack_int4(w, dt);
-  const at::Tensor deq = dequantize(values, scale, offset, p, dt);
+  at::Tensor deq;
+  if (scale.scalar_type() == at::kLong) {
+    // npu_trans_quant_param's packing: the FP19 scale times the weight plus its int32 offset (exact in float32),
+    // rounded once to float16.
+    at::Tensor w32 = values.to(at::kFloat);
+    if (given(offset)) w32 = w32 + offset->to(at::kFloat).reshape({1, -1});
+    deq = (w32 * unpack_quant_param(scale).first.reshape({1, -1})).to(dt);
+  } else {
+    deq = dequantize(values, scale, offset, p, dt);
+  }
   if (!given(bias) && !given(quant_scale))
     return at::matmul(x, deq).contiguous();  // ATen's half GEMM: float32 accumulation, one rounding to x's dtype
   // The bias (and the output quantization) join before the one rounding.
   at::Tensor y = at::matmul(x.to(at::kFloat), deq.to(at::kFloat));
   if (given(bias)) y.add_(bias->to(at::kFloat).reshape({-1}));
   if (!given(quant_scale)) return y.to(dt).contiguous();
-  y.mul_(quant_scale->reshape({-1}));
-  if (given(quant_offset)) y.add_(quant_offset->reshape({-1}));
+  if (quant_scale->scalar_type() == at::kLong) {
+    const auto [qs, qo] = unpack_quant_param(*quant_scale);
+    y.mul_(qs.reshape({-1})).add_(qo.reshape({-1}));
+  } else {
+    y.mul_(quant_scale->reshape({-1}));
+    if (given(quant_offset)) y.add_(quant_offset->reshape({-1}));
+  }
   return y.round_().clamp_(-128, 127).to(at::kChar).contiguous();
 }
 
