@@ -389,6 +389,16 @@ std::vector<int64_t> stats_shape(const Problem& p) {
 
 // ------------------------------------------------------------------------------------------------ kernels
 
+// The masked positions of sequence i of a TND call: an explicit mask (modes 0 and 1) is cut to its lengths from the
+// top-left corner; the compressed mask of modes 2 to 4 only selects the mode's structure.
+at::Tensor sequence_masked(const Problem& p, int64_t i, const at::Tensor& mask, const Settings& s,
+                           const at::TensorOptions& cpu) {
+  const int64_t lq = p.q_cum[i + 1] - p.q_cum[i], lkv = p.kv_cum[i + 1] - p.kv_cum[i];
+  const at::Tensor m = mask.defined() && s.sparse_mode <= 1 ? mask.slice(0, 0, lq).slice(1, 0, lkv) : mask;
+  return masked_positions(lq, lkv, m, s, cpu);
+}
+
+
 using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 Settings settings(double scale, double keep_prob, int64_t pre, int64_t next, int64_t sparse_mode, int64_t seed,
@@ -433,11 +443,9 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   }
   std::vector<at::Tensor> outs, maxes, sums;
   for (int64_t i = 0; i < p.b; ++i) {
-    const int64_t lq = p.q_cum[i + 1] - p.q_cum[i], lkv = p.kv_cum[i + 1] - p.kv_cum[i];
-    const at::Tensor m = mask.defined() && sparse_mode <= 1 ? mask.slice(0, 0, lq).slice(1, 0, lkv) : mask;
     const Forward f = forward_block(sequence(q, p.q_cum, i).to(acc), sequence(k, p.kv_cum, i).to(acc),
                                     sequence(v, p.kv_cum, i).to(acc), at::Tensor(),
-                                    masked_positions(lq, lkv, m, s, cpu), s, i);
+                                    sequence_masked(p, i, mask, s, cpu), s, i);
     outs.push_back(unsequence(f.out));
     maxes.push_back(unsequence(repeat8(f.max)));
     sums.push_back(unsequence(repeat8(f.sum)));
@@ -511,14 +519,12 @@ Outputs grad_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   }
   std::vector<at::Tensor> dqs, dks, dvs;
   for (int64_t i = 0; i < p.b; ++i) {
-    const int64_t lq = p.q_cum[i + 1] - p.q_cum[i], lkv = p.kv_cum[i + 1] - p.kv_cum[i];
-    const at::Tensor m = mask.defined() && sparse_mode <= 1 ? mask.slice(0, 0, lq).slice(1, 0, lkv) : mask;
     const auto rows = [&](const std::optional<at::Tensor>& t) {
       return stats ? sequence(t->narrow(-1, 0, 1), p.q_cum, i).to(acc) : at::Tensor();
     };
     const Backward g = backward_block(sequence(dy, p.q_cum, i).to(acc), sequence(q, p.q_cum, i).to(acc),
                                       sequence(k, p.kv_cum, i).to(acc), sequence(v, p.kv_cum, i).to(acc),
-                                      at::Tensor(), masked_positions(lq, lkv, m, s, cpu), rows(softmax_max),
+                                      at::Tensor(), sequence_masked(p, i, mask, s, cpu), rows(softmax_max),
                                       rows(softmax_sum), s, i);
     dqs.push_back(unsequence(g.dq));
     dks.push_back(unsequence(g.dk));
@@ -628,6 +634,29 @@ std::optional<std::vector<int64_t>> unpack(const c10::IValue& v) {
   return v.isNone() ? std::nullopt : std::optional<std::vector<int64_t>>(v.toIntVector());
 }
 
+// Arguments kept in the autograd context's saved_data (IValues) for the backward, and read back.
+void save(const Arguments& a, ska::flat_hash_map<std::string, c10::IValue>& d) {
+  d["head_num"] = a.head_num;
+  d["layout"] = a.layout;
+  d["scale"] = a.scale;
+  d["keep_prob"] = a.keep_prob;
+  d["pre"] = a.pre;
+  d["next"] = a.next;
+  d["inner_precise"] = a.inner_precise;
+  d["prefix"] = pack(a.prefix);
+  d["qlen"] = pack(a.qlen);
+  d["kvlen"] = pack(a.kvlen);
+  d["sparse_mode"] = a.sparse_mode;
+  d["gen_mask_parallel"] = a.gen_mask_parallel;
+  d["sync"] = a.sync;
+}
+
+Arguments restore(ska::flat_hash_map<std::string, c10::IValue>& d) {
+  return {d["head_num"].toInt(), d["layout"].toStringRef(), d["scale"].toDouble(), d["keep_prob"].toDouble(),
+          d["pre"].toInt(), d["next"].toInt(), d["inner_precise"].toInt(), unpack(d["prefix"]), unpack(d["qlen"]),
+          unpack(d["kvlen"]), d["sparse_mode"].toInt(), d["gen_mask_parallel"].toBool(), d["sync"].toBool()};
+}
+
 class FusionAttentionFunction : public torch::autograd::Function<FusionAttentionFunction> {
  public:
   // ints receives (seed, offset, numels), which an autograd function cannot return.
@@ -644,19 +673,7 @@ class FusionAttentionFunction : public torch::autograd::Function<FusionAttention
     *ints = {seed, offset, numels};
     ctx->save_for_backward({q, k, v, pse.value_or(at::Tensor()), atten_mask.value_or(at::Tensor()), out, max, sum});
     auto& d = ctx->saved_data;
-    d["head_num"] = a.head_num;
-    d["layout"] = a.layout;
-    d["scale"] = a.scale;
-    d["keep_prob"] = a.keep_prob;
-    d["pre"] = a.pre;
-    d["next"] = a.next;
-    d["inner_precise"] = a.inner_precise;
-    d["prefix"] = pack(a.prefix);
-    d["qlen"] = pack(a.qlen);
-    d["kvlen"] = pack(a.kvlen);
-    d["sparse_mode"] = a.sparse_mode;
-    d["gen_mask_parallel"] = a.gen_mask_parallel;
-    d["sync"] = a.sync;
+    save(a, d);
     d["seed"] = seed;
     d["offset"] = offset;
     d["numels"] = numels;
@@ -670,14 +687,13 @@ class FusionAttentionFunction : public torch::autograd::Function<FusionAttention
     const auto saved = ctx->get_saved_variables();
     auto& d = ctx->saved_data;
     const auto opt = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
-    const auto prefix = unpack(d["prefix"]), qlen = unpack(d["qlen"]), kvlen = unpack(d["kvlen"]);
+    const Arguments a = restore(d);
     const at::Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(saved[0]);
     auto [dq, dk, dv, dpse] =
-        op.call(saved[0], saved[1], saved[2], dy, d["head_num"].toInt(), d["layout"].toStringRef(), opt(saved[3]),
-                std::nullopt, opt(saved[4]), saved[6], saved[7], std::nullopt, saved[5], d["scale"].toDouble(),
-                d["keep_prob"].toDouble(), d["pre"].toInt(), d["next"].toInt(), d["inner_precise"].toInt(),
-                d["seed"].toInt(), d["offset"].toInt(), d["numels"].toInt(), ref(prefix), ref(qlen), ref(kvlen),
-                d["sparse_mode"].toInt(), d["gen_mask_parallel"].toBool(), d["sync"].toBool());
+        op.call(saved[0], saved[1], saved[2], dy, a.head_num, a.layout, opt(saved[3]), std::nullopt, opt(saved[4]),
+                saved[6], saved[7], std::nullopt, saved[5], a.scale, a.keep_prob, a.pre, a.next, a.inner_precise,
+                d["seed"].toInt(), d["offset"].toInt(), d["numels"].toInt(), ref(a.prefix), ref(a.qlen),
+                ref(a.kvlen), a.sparse_mode, a.gen_mask_parallel, a.sync);
     return {dq, dk, dv, saved[3].defined() ? dpse : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

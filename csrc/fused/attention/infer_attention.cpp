@@ -541,6 +541,37 @@ void refuse(const Opt& t, const char* name, const char* op) {
 
 // ------------------------------------------------------------------------------------------------ the three ops
 
+// The fields the three entry points fill alike (each sets the rest: lengths, band, sparse mode, antiquant, rope).
+Call common_call(const char* op, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Opt& pse_shift,
+                 const Opt& atten_mask, const Opt& block_table, const Opt& quant_scale2, const Opt& quant_offset2,
+                 int64_t num_heads, int64_t num_key_value_heads, double scale, c10::string_view input_layout,
+                 int64_t block_size) {
+  Call c{op, q, k, v};
+  c.pse = pse_shift;
+  c.mask = atten_mask;
+  c.block_table = block_table;
+  c.quant_scale2 = quant_scale2;
+  c.quant_offset2 = quant_offset2;
+  c.num_heads = num_heads;
+  c.num_kv_heads = num_key_value_heads;
+  c.scale = scale;
+  c.layout = std::string(input_layout);
+  c.block_size = block_size;
+  return c;
+}
+
+// antiquant_scale / antiquant_offset: [2, ...], row 0 for the key, row 1 for the value.
+void split_antiquant(Call& c, const Opt& antiquant_scale, const Opt& antiquant_offset) {
+  if (given(antiquant_scale)) {
+    c.key_scale = (*antiquant_scale)[0];
+    c.value_scale = (*antiquant_scale)[1];
+  }
+  if (given(antiquant_offset)) {
+    c.key_offset = (*antiquant_offset)[0];
+    c.value_offset = (*antiquant_offset)[1];
+  }
+}
+
 const std::vector<std::string> kPromptLayouts{"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"};
 const std::vector<std::string> kIncreLayouts{"BSH", "BSND", "BNSD"};
 const std::vector<std::string> kFusedLayouts{"BSH",       "BSND",      "BNSD",    "BNSD_BSND", "BSH_NBSD",
@@ -557,19 +588,12 @@ Call prompt_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   refuse(deq_scale1, "deq_scale1 (int8 query/key/value)", op);
   refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
   refuse(deq_scale2, "deq_scale2 (int8 query/key/value)", op);
-  Call c{op, q, k, v};
-  c.pse = pse_shift;
-  c.mask = atten_mask;
-  c.quant_scale2 = quant_scale2;
-  c.quant_offset2 = quant_offset2;
+  Call c = common_call(op, q, k, v, pse_shift, atten_mask, std::nullopt, quant_scale2, quant_offset2, num_heads,
+                       num_key_value_heads, scale_value, input_layout, 0);
   c.qlens = copy(actual_seq_lengths);
   c.kvlens = copy(actual_seq_lengths_kv);
-  c.num_heads = num_heads;
-  c.num_kv_heads = num_key_value_heads;
-  c.scale = scale_value;
   c.pre = pre_tokens;
   c.next = next_tokens;
-  c.layout = std::string(input_layout);
   c.sparse_mode = sparse_mode;
   return c;
 }
@@ -615,27 +639,10 @@ Call incre_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
   refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
   refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
-  Call c{op, q, k, v};
-  c.pse = pse_shift;
-  c.mask = atten_mask;
-  c.block_table = block_table;
-  c.quant_scale2 = quant_scale2;
-  c.quant_offset2 = quant_offset2;
-  // antiquant_scale / antiquant_offset: [2, ...], row 0 for the key, row 1 for the value.
-  if (given(antiquant_scale)) {
-    c.key_scale = (*antiquant_scale)[0];
-    c.value_scale = (*antiquant_scale)[1];
-  }
-  if (given(antiquant_offset)) {
-    c.key_offset = (*antiquant_offset)[0];
-    c.value_offset = (*antiquant_offset)[1];
-  }
+  Call c = common_call(op, q, k, v, pse_shift, atten_mask, block_table, quant_scale2, quant_offset2, num_heads,
+                       num_key_value_heads, scale_value, input_layout, block_size);
+  split_antiquant(c, antiquant_scale, antiquant_offset);
   c.kvlens = copy(actual_seq_lengths);  // the key/value lengths: the query has one token
-  c.num_heads = num_heads;
-  c.num_kv_heads = num_key_value_heads;
-  c.scale = scale_value;
-  c.layout = std::string(input_layout);
-  c.block_size = block_size;
   return c;
 }
 
@@ -717,19 +724,10 @@ Call fused_call(FUSED_INFER_PARAMS) {
               ": key_antiquant_scale and value_antiquant_scale go together");
   TORCH_CHECK(!(given(antiquant_scale) && given(key_antiquant_scale)), op,
               ": give antiquant_scale or key_antiquant_scale/value_antiquant_scale, not both");
-  Call c{op, q, k, v};
-  c.pse = pse_shift;
-  c.mask = atten_mask;
-  c.block_table = block_table;
-  c.quant_scale2 = quant_scale2;
-  c.quant_offset2 = quant_offset2;
+  Call c = common_call(op, q, k, v, pse_shift, atten_mask, block_table, quant_scale2, quant_offset2, num_heads,
+                       num_key_value_heads, scale, input_layout, block_size);
   if (given(antiquant_scale)) {
-    c.key_scale = (*antiquant_scale)[0];
-    c.value_scale = (*antiquant_scale)[1];
-    if (given(antiquant_offset)) {
-      c.key_offset = (*antiquant_offset)[0];
-      c.value_offset = (*antiquant_offset)[1];
-    }
+    split_antiquant(c, antiquant_scale, antiquant_offset);
   } else {
     c.key_scale = key_antiquant_scale;
     c.value_scale = value_antiquant_scale;
@@ -740,14 +738,9 @@ Call fused_call(FUSED_INFER_PARAMS) {
   c.key_rope = key_rope;
   c.qlens = copy(actual_seq_lengths);
   c.kvlens = copy(actual_seq_lengths_kv);
-  c.num_heads = num_heads;
-  c.num_kv_heads = num_key_value_heads;
-  c.scale = scale;
   c.pre = pre_tokens;
   c.next = next_tokens;
-  c.layout = std::string(input_layout);
   c.sparse_mode = sparse_mode;
-  c.block_size = block_size;
   c.lse = softmax_lse_flag;
   return c;
 }
