@@ -64,7 +64,7 @@ def test_npu_tensors_through_a_queue_to_a_spawned_process():
         del kept
         torch.npu.ipc_collect()
         # The block is still allocated (out of the cache): new tensors do not get it.
-        assert torch.npu.memory_allocated() == before + 4096
+        assert torch.npu.memory_allocated() == before + 4608  # 4096 bytes + torch_npu's 32-byte pad, rounded to 512
         others = [torch.zeros(1024, device="npu") for _ in range(4)]
         torch.npu.synchronize()
         inbox.put("sender dropped it and reused its cache")

@@ -101,7 +101,7 @@ def test_no_memory_caching_returns_memory_at_once():
     code = """
 import torch, torch_npu
 x = torch.ones(3 << 20, dtype=torch.uint8, device="npu")
-print(torch.npu.memory_reserved() == 3 << 20, torch.npu.memory_stats()["num_device_alloc"])
+print(torch.npu.memory_reserved() == (3 << 20) + 512, torch.npu.memory_stats()["num_device_alloc"])
 del x
 print(torch.npu.memory_reserved())
 y = torch.ones(1000, device="npu")
@@ -336,7 +336,9 @@ def test_expandable_segments_do_not_fragment():
     ok, peak_reserved, peak_allocated, reserved, all_expandable, in_segments = expandable.lines[0].split()
     assert ok == "True" and all_expandable == "True", expandable.describe()
     rounded_peak = -(-int(peak_allocated) // granularity) * granularity
-    assert int(peak_reserved) <= rounded_peak, expandable.describe()
+    # Blocks are not whole pages (torch_npu's 32-byte pad): each of the 8 live blocks may keep one partly used page
+    # beside a hole.
+    assert int(peak_reserved) <= rounded_peak + 8 * granularity, expandable.describe()
     assert int(in_segments) == int(reserved)  # the snapshot's segments are the mapped memory
     assert expandable.lines[1] == "0 0"  # empty_cache unmapped everything and released the segment
     # Without expandable segments the freed 16 MiB segments cannot hold 32 MiB blocks: reserved grows past the peak.
@@ -351,7 +353,7 @@ MiB = 1 << 20
 a = torch.ones(4 * MiB, dtype=torch.uint8, device="npu")
 b = torch.full((5 * MiB,), 2, dtype=torch.uint8, device="npu")
 s1 = [(s["address"], s["total_size"]) for s in torch.npu.memory._snapshot()["segments"] if s["segment_type"] == "large"]
-print(len(s1), b.data_ptr() == a.data_ptr() + 4 * MiB, torch.npu.memory_reserved() // MiB)
+print(len(s1), b.data_ptr() == a.data_ptr() + 4 * MiB + 512, torch.npu.memory_reserved() // MiB)
 del b
 torch.npu.empty_cache()   # the free end is unmapped, a stays
 print(torch.npu.memory_reserved() // MiB, a.sum().item() == 4 * MiB)
@@ -361,8 +363,9 @@ except torch.OutOfMemoryError as e:
     print("OOM", a.sum().item() == 4 * MiB)
 """
     r = run_python(code, env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
-    # One large segment: b was mapped right after a (5 MiB in whole 2 MiB pages); its pages go on empty_cache.
-    assert r.lines == ["1 True 10", "4 True", "OOM True"], r.describe()
+    # One large segment: b was mapped right after a's block (4 MiB + torch_npu's 32-byte pad, rounded to 512), in
+    # whole 2 MiB pages; on empty_cache the pages b alone used go (a keeps the 3 its block touches).
+    assert r.lines == ["1 True 10", "6 True", "OOM True"], r.describe()
 
 
 def test_expandable_segments_under_a_random_workload_keep_data_and_statistics():

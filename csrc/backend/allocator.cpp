@@ -36,6 +36,9 @@ using c10::CachingDeviceAllocator::TraceEntry;
 namespace {
 
 constexpr size_t kMinBlockSize = 512;        // every request rounds up to this
+// torch_npu pads every request by 32 bytes before rounding (AddPadSize: the chips before Ascend950 read past the end of
+// a buffer), so memory_allocated() and block sizes are torch_npu's: 2048 bytes take 2560.
+constexpr size_t kBlockPad = 32;
 constexpr size_t kSmallSize = 1 << 20;       // requests up to this come from the small pool
 constexpr size_t kMinLargeAlloc = 10 << 20;  // larger requests get a segment of their own
 constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
@@ -148,6 +151,7 @@ std::string format_size(uint64_t size) {
 }
 
 size_t round_size(size_t size) {
+  size += kBlockPad;
   if (size < kMinBlockSize) return kMinBlockSize;
   const size_t divisions = allocator_config().divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions) {
@@ -320,7 +324,14 @@ class DeviceAllocatorState {
 
   DeviceStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    DeviceStats s = stats_;
+    s.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);  // set_allocator_settings changes it
+    return s;
+  }
+
+  int64_t oom_rejections() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return oom_rejections_;
   }
 
   void reset_accumulated() {
@@ -333,6 +344,7 @@ class DeviceAllocatorState {
     }
     stats_.num_alloc_retries = 0;
     stats_.num_ooms = 0;
+    oom_rejections_ = 0;
     stats_.num_sync_all_streams = 0;
     stats_.num_device_alloc = 0;
     stats_.num_device_free = 0;
@@ -403,9 +415,9 @@ class DeviceAllocatorState {
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
     const size_t max_split = allocator_config().max_split_size;
     // Oversize blocks are never split: a small request must not take one, and a large request takes one only if it
-    // wastes less than a large segment.
+    // wastes less than max_non_split_rounding_mb.
     if (size < max_split && (*it)->size >= max_split) return nullptr;
-    if (size >= max_split && (*it)->size >= size + allocator_config().large_segment_size) return nullptr;
+    if (size >= max_split && (*it)->size >= size + allocator_config().max_non_split_rounding) return nullptr;
     Block* b = *it;
     pool.blocks.erase(it);
     return b;
@@ -460,6 +472,7 @@ class DeviceAllocatorState {
   Block* new_segment(BlockPool& pool, size_t size, snpuStream_t stream, size_t orig_size,
                      std::unique_lock<std::mutex>& lock) {
     const size_t alloc_size = no_memory_caching() ? size : segment_size(size);
+    reject_above_fraction(alloc_size);
     maybe_collect_garbage(alloc_size);
     void* ptr = nullptr;
     snpuError_t err = device_malloc(&ptr, alloc_size, pool, stream);
@@ -493,6 +506,7 @@ class DeviceAllocatorState {
   // OutOfMemoryError after releasing the cache and retrying (as new_segment).
   Block* expand(BlockPool& pool, size_t size, snpuStream_t stream, size_t orig_size,
                 std::unique_lock<std::mutex>& lock) {
+    reject_above_fraction(size);
     Block* block = grow(pool, size, stream);
     if (!block) {
       ++stats_.num_alloc_retries;
@@ -697,6 +711,25 @@ class DeviceAllocatorState {
         stats_.inactive_split_bytes[i].decrease(b->size);
       }
     });
+  }
+
+  // throw_on_npumalloc_oom:True: memory beyond per_process_memory_fraction of the device (the configuration's, not
+  // set_per_process_memory_fraction's) is refused before the device is asked and without releasing the cache, as
+  // torch_npu's serving option does; counted as memory_stats()'s num_oom_rejections.
+  void reject_above_fraction(size_t size) {
+    const AllocatorConfig& cfg = allocator_config();
+    if (!cfg.throw_on_oom) return;
+    size_t free_bytes = 0, total = 0;
+    NPU_CHECK(snpuMemGetInfo(device_, &free_bytes, &total));
+    const auto limit = static_cast<size_t>(cfg.memory_fraction * static_cast<double>(total));
+    const size_t reserved = static_cast<size_t>(stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    if (reserved + size <= limit) return;
+    ++oom_rejections_;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Preemptively rejecting allocation of ",
+                     format_size(size), " on NPU ", static_cast<int>(device_), ": reserved memory (",
+                     format_size(reserved), ") + requested size would exceed the memory limit (", format_size(limit),
+                     " = ", cfg.memory_fraction * 100, "% of ", format_size(total),
+                     "). Set throw_on_npumalloc_oom:False to disable this behavior.");
   }
 
   snpuError_t device_malloc(void** ptr, size_t size, const BlockPool& pool, snpuStream_t stream) {
@@ -982,6 +1015,7 @@ class DeviceAllocatorState {
   };
   std::vector<AllocateTo> allocate_to_;  // use_mem_pool contexts and captures, innermost last
   double fraction_ = 1.0;
+  int64_t oom_rejections_ = 0;  // allocations refused by throw_on_npumalloc_oom
   size_t allowed_ = SIZE_MAX;  // reserved bytes allowed by set_per_process_memory_fraction
   bool trace_on_ = false;
   uint32_t skip_mask_ = 0;  // bit per TraceEntry::Action not recorded
@@ -1138,6 +1172,8 @@ void NPUCachingAllocator::set_memory_fraction(double fraction, c10::DeviceIndex 
 }
 
 double NPUCachingAllocator::memory_fraction(c10::DeviceIndex device) { return state(device).fraction(); }
+
+int64_t NPUCachingAllocator::oom_rejections(c10::DeviceIndex device) { return state(device).oom_rejections(); }
 
 c10::MempoolId_t NPUCachingAllocator::create_pool(PluggableAllocFn alloc, PluggableFreeFn free) {
   TORCH_CHECK(!alloc == !free, "MemPool: the allocator's alloc and free functions must both be given");

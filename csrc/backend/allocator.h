@@ -1,6 +1,6 @@
 // The caching device allocator, in the manner of CUDA's (c10/cuda/CUDACachingAllocator) and torch_npu's:
 //
-//  - Requests are rounded (512 bytes, or PYTORCH_NPU_ALLOC_CONF roundup_power2_divisions per size range) and served
+//  - Requests are padded by 32 bytes (torch_npu's pad) and rounded (512 bytes, or PYTORCH_NPU_ALLOC_CONF roundup_power2_divisions per size range) and served
 //    from two pools: small (<= 1 MiB, carved from 2 MiB segments: segment_size_mb) and large (carved from 20 MiB
 //    segments: large_segment_size_mb, or an exact segment rounded to 2 MiB above 10 MiB). Blocks are split on allocation and merged with free neighbours on free.
 //  - Free lists are per stream. A block freed by the host goes back to its stream's free list at once: work queued
@@ -70,6 +70,8 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   // The cap of reserved memory, as a fraction of the device's capacity (1 by default).
   void set_memory_fraction(double fraction, c10::DeviceIndex device);
   double memory_fraction(c10::DeviceIndex device);
+  // Allocations refused by PYTORCH_NPU_ALLOC_CONF's throw_on_npumalloc_oom (memory_stats()' num_oom_rejections).
+  int64_t oom_rejections(c10::DeviceIndex device);
 
   // Private pools: create returns a new id, release drops the creator's reference. While begin/end bracket a
   // thread's work, that thread's allocations on the device come from the pool; with a stream (an NPU graph's

@@ -3,9 +3,14 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,24 +51,19 @@ std::vector<std::string> split_items(const std::string& text) {
   return items;
 }
 
-AllocatorConfig parse_allocator_config() {
-  AllocatorConfig cfg;
-  const char* raw = env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF);
-  if (!raw) return cfg;
-  const std::string text(raw);
-  auto bad = [&](const std::string& why) {
-    env::fail(env::Var::PYTORCH_NPU_ALLOC_CONF, text,
-              "comma-separated key:value pairs among max_split_size_mb:N (N > 20), "
-              "garbage_collection_threshold:F (0 < F < 1), roundup_power2_divisions:N (a power of 2 up to 64) or "
-              "[MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
-              "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F "
-              "(0 < F <= 1), pinned_use_background_threads:B (B True or False), and torch_npu's keys "
-              "accepted without effect here (pin_memory_expandable_segments, pinned_mem_register, "
-              "multi_stream_lazy_reclaim, release_lock_on_npumalloc, throw_on_npumalloc_oom: B; "
-              "pinned_reserve_segment_size_mb, pinned_max_cached_size_mb, pinned_max_round_threshold_mb, "
-              "max_non_split_rounding_mb, base_addr_aligned_kb: N >= 0; page_size:1g); " +
-                  why);
-  };
+// The keys torch_npu's _set_allocator_settings changes at run time; the others are fixed at the first allocation.
+bool settable_at_run_time(const std::string& key) {
+  static const std::set<std::string> keys = {
+      "expandable_segments",         "max_split_size_mb",          "max_non_split_rounding_mb",
+      "release_lock_on_npumalloc",   "throw_on_npumalloc_oom",     "per_process_memory_fraction",
+      "pinned_max_round_threshold_mb", "pinned_max_cached_size_mb"};
+  return keys.count(key) != 0;
+}
+
+// Applies `text` (PYTORCH_NPU_ALLOC_CONF's syntax) over cfg. bad(why) throws; at run time (set_allocator_settings), a
+// key torch_npu does not change at run time is refused with ValueError as torch_npu's.
+template <typename Bad>
+void parse_allocator_config(const std::string& text, AllocatorConfig& cfg, bool at_run_time, Bad bad) {
   auto to_int = [&](const std::string& key, const std::string& value) {
     char* end = nullptr;
     errno = 0;
@@ -88,10 +88,14 @@ AllocatorConfig parse_allocator_config() {
     const size_t colon = item.find(':');
     if (colon == std::string::npos) bad("'" + item + "' has no ':'");
     const std::string key = item.substr(0, colon), value = item.substr(colon + 1);
+    if (at_run_time && !settable_at_run_time(key)) {
+      TORCH_CHECK_VALUE(false, "torch_npu.npu.memory._set_allocator_settings() unsupported setting: ", key);
+    }
     if (key == "max_split_size_mb") {
       const long long mb = to_int(key, value);
       if (mb <= 20) bad("bad max_split_size_mb");
-      cfg.max_split_size = static_cast<size_t>(mb) << 20;
+      // As c10's, a size beyond what fits in bytes means no limit (how a run-time setting lifts one).
+      cfg.max_split_size = static_cast<size_t>(mb) >= (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mb) << 20;
     } else if (key == "garbage_collection_threshold") {
       char* end = nullptr;
       const double t = std::strtod(value.c_str(), &end);
@@ -140,13 +144,24 @@ AllocatorConfig parse_allocator_config() {
       cfg.memory_fraction = f;
     } else if (key == "pinned_use_background_threads") {
       cfg.pinned_use_background_threads = to_bool(key, value);
+    } else if (key == "throw_on_npumalloc_oom") {
+      cfg.throw_on_oom = to_bool(key, value);
+    } else if (key == "max_non_split_rounding_mb") {
+      // c10's bound: at least a large segment.
+      const long long mb = to_int(key, value);
+      if (mb < static_cast<long long>(cfg.large_segment_size >> 20))
+        bad("bad max_non_split_rounding_mb (at least large_segment_size_mb)");
+      cfg.max_non_split_rounding =
+          static_cast<size_t>(mb) >= (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mb) << 20;
+    } else if (key == "pinned_max_round_threshold_mb" || key == "pinned_max_cached_size_mb") {
+      const long long mb = to_int(key, value);
+      if (mb < 0) bad("bad " + key + " (a size in MiB)");
+      (key == "pinned_max_round_threshold_mb" ? cfg.pinned_max_round_threshold : cfg.pinned_max_cached_size) =
+          static_cast<size_t>(mb) >= (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mb) << 20;
     } else if (key == "pin_memory_expandable_segments" || key == "pinned_mem_register" ||
-               key == "multi_stream_lazy_reclaim" || key == "release_lock_on_npumalloc" ||
-               key == "throw_on_npumalloc_oom") {
+               key == "multi_stream_lazy_reclaim" || key == "release_lock_on_npumalloc") {
       to_bool(key, value);  // torch_npu's switches of its own allocators: accepted, no effect here
-    } else if (key == "pinned_reserve_segment_size_mb" || key == "pinned_max_cached_size_mb" ||
-               key == "pinned_max_round_threshold_mb" || key == "max_non_split_rounding_mb" ||
-               key == "base_addr_aligned_kb") {
+    } else if (key == "pinned_reserve_segment_size_mb" || key == "base_addr_aligned_kb") {
       if (to_int(key, value) < 0) bad("bad " + key + " (a size must not be negative)");
     } else if (key == "page_size") {
       if (value != "1g") bad("bad page_size '" + value + "' (torch_npu takes 1g)");
@@ -156,14 +171,59 @@ AllocatorConfig parse_allocator_config() {
   }
   if (cfg.max_split_size != SIZE_MAX && cfg.max_split_size < cfg.large_segment_size)
     bad("max_split_size_mb is below large_segment_size_mb");
-  return cfg;
+}
+
+const char* kAllocConfSyntax =
+    "comma-separated key:value pairs among max_split_size_mb:N (N > 20), max_non_split_rounding_mb:N (N >= "
+    "large_segment_size_mb), garbage_collection_threshold:F (0 < F < 1), roundup_power2_divisions:N (a power of 2 up "
+    "to 64) or [MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
+    "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F (0 < F <= 1), "
+    "throw_on_npumalloc_oom:B, pinned_use_background_threads:B (B True or False), pinned_max_round_threshold_mb:N, "
+    "pinned_max_cached_size_mb:N, and torch_npu's keys accepted without effect here (pin_memory_expandable_segments, "
+    "pinned_mem_register, multi_stream_lazy_reclaim, release_lock_on_npumalloc: B; pinned_reserve_segment_size_mb, "
+    "base_addr_aligned_kb: N >= 0; page_size:1g); ";
+
+// Every configuration published stays alive: allocator_config()'s references outlive a change.
+std::mutex g_config_mutex;
+std::deque<std::unique_ptr<const AllocatorConfig>> g_configs;
+std::atomic<const AllocatorConfig*> g_config{nullptr};
+
+const AllocatorConfig* publish(AllocatorConfig cfg) {
+  g_configs.push_back(std::make_unique<const AllocatorConfig>(cfg));
+  g_config.store(g_configs.back().get(), std::memory_order_release);
+  return g_configs.back().get();
+}
+
+const AllocatorConfig* initial_config() {
+  AllocatorConfig cfg;
+  if (const char* raw = env::raw(env::Var::PYTORCH_NPU_ALLOC_CONF)) {
+    const std::string text(raw);
+    parse_or_throw([&] {
+      parse_allocator_config(text, cfg, false, [&](const std::string& why) {
+        env::fail(env::Var::PYTORCH_NPU_ALLOC_CONF, text, kAllocConfSyntax + why);
+      });
+    });
+  }
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  return publish(cfg);
 }
 
 }  // namespace
 
 const AllocatorConfig& allocator_config() {
-  static const AllocatorConfig cfg = parse_or_throw(parse_allocator_config);
-  return cfg;
+  static const AllocatorConfig* const first = initial_config();
+  const AllocatorConfig* cfg = g_config.load(std::memory_order_acquire);
+  return cfg ? *cfg : *first;
+}
+
+const AllocatorConfig& set_allocator_settings(const std::string& settings) {
+  AllocatorConfig cfg = allocator_config();
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  cfg = *g_config.load(std::memory_order_acquire);  // the latest, now that no other change can be under way
+  parse_allocator_config(settings, cfg, true, [&](const std::string& why) {
+    TORCH_CHECK(false, "torch.npu.memory._set_allocator_settings('", settings, "'): ", why);
+  });
+  return *publish(cfg);
 }
 
 bool no_memory_caching() {

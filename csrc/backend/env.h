@@ -15,6 +15,9 @@ struct AllocatorConfig {
   static constexpr size_t kRoundupIntervals = 16;
 
   size_t max_split_size = SIZE_MAX;         // max_split_size_mb: blocks above it are never split
+  // max_non_split_rounding_mb: a request of max_split_size or more takes a cached unsplittable block only if the block
+  // is at most this much larger (c10's default, 20 MiB).
+  size_t max_non_split_rounding = 20 << 20;
   double garbage_collection_threshold = 0;  // fraction of capacity above which unused cached blocks are released
   size_t roundup_power2_divisions[kRoundupIntervals] = {};  // per interval; 0 or 1: 512-byte rounding
   size_t small_segment_size = 2 << 20;   // segment_size_mb: the segments small (<= 1 MiB) blocks are carved from
@@ -22,6 +25,13 @@ struct AllocatorConfig {
   double memory_fraction = 1;            // per_process_memory_fraction: the initial set_per_process_memory_fraction
   bool pinned_use_background_threads = false;  // completed pinned-memory uses are processed by a thread of their own
   bool expandable_segments = false;  // one segment per stream and pool that grows in place (runtime virtual memory)
+  // throw_on_npumalloc_oom: a new segment that would take the reserved memory above per_process_memory_fraction of the
+  // device is refused with OutOfMemoryError before the device is asked (torch_npu's num_oom_rejections).
+  bool throw_on_oom = false;
+  // pinned_max_round_threshold_mb / pinned_max_cached_size_mb: pinned blocks above the first are not rounded to a
+  // power of 2, above the second not cached once freed.
+  size_t pinned_max_round_threshold = SIZE_MAX;
+  size_t pinned_max_cached_size = SIZE_MAX;
 
   size_t divisions_for(size_t size) const {
     const size_t log2 = 63 - static_cast<size_t>(__builtin_clzll(size | 1));
@@ -30,7 +40,16 @@ struct AllocatorConfig {
   }
 };
 
+// The configuration in force: PYTORCH_NPU_ALLOC_CONF, then each set_allocator_settings. A snapshot, valid for the
+// process's life (a change publishes a new one).
 const AllocatorConfig& allocator_config();
+
+// torch.npu.memory._set_allocator_settings (torch_npu._C._npu_npuCachingAllocator_set_allocator_settings): the keys of
+// PYTORCH_NPU_ALLOC_CONF that torch_npu changes at run time (expandable_segments, max_split_size_mb,
+// max_non_split_rounding_mb, release_lock_on_npumalloc, throw_on_npumalloc_oom, per_process_memory_fraction,
+// pinned_max_round_threshold_mb, pinned_max_cached_size_mb) over the configuration in force. A bad value raises
+// RuntimeError naming the key; another key, ValueError, as torch_npu's. Returns the new configuration.
+const AllocatorConfig& set_allocator_settings(const std::string& settings);
 
 // PYTORCH_NO_NPU_MEMORY_CACHING: the caching allocator caches nothing (PYTORCH_NO_CUDA_MEMORY_CACHING's meaning).
 bool no_memory_caching();

@@ -66,6 +66,10 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
 
   // PYTORCH_NPU_ALLOC_CONF's pinned_use_background_threads (c10 reads only its own variables).
   bool pinned_use_background_threads() override { return allocator_config().pinned_use_background_threads; }
+
+  // pinned_max_round_threshold_mb / pinned_max_cached_size_mb (also set at run time by _set_allocator_settings).
+  size_t pinned_max_round_threshold() const override { return allocator_config().pinned_max_round_threshold; }
+  size_t pinned_max_cached_size() const override { return allocator_config().pinned_max_cached_size; }
 };
 
 DECLARE_HOST_ALLOCATOR(NPUPinnedAllocator, PinnedAllocatorImpl, free_pinned, g_pinned_allocator)

@@ -24,7 +24,20 @@ def _index(device: Any) -> int:
 
 
 def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
-    return torch.accelerator.memory_stats(_index(device))
+    """torch.cuda.memory_stats()'s keys, and torch_npu's num_oom_rejections (allocations refused by
+    PYTORCH_NPU_ALLOC_CONF's throw_on_npumalloc_oom)."""
+    index = _index(device)
+    stats = torch.accelerator.memory_stats(index)
+    stats["num_oom_rejections"] = _C._oom_rejections(index)
+    return OrderedDict(sorted(stats.items()))
+
+
+def _set_allocator_settings(settings: str) -> None:
+    """Changes the caching allocators' configuration at run time: the keys of PYTORCH_NPU_ALLOC_CONF that torch_npu
+    changes at run time (expandable_segments, max_split_size_mb, max_non_split_rounding_mb, throw_on_npumalloc_oom,
+    per_process_memory_fraction, pinned_max_round_threshold_mb, pinned_max_cached_size_mb,
+    release_lock_on_npumalloc), in the variable's syntax; the others raise ValueError."""
+    _C._set_allocator_settings(settings)
 
 
 def memory_allocated(device: Any = None) -> int:

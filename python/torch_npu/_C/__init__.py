@@ -4,11 +4,13 @@
 - ``_cd``: ``DType``, torch_npu's numbers for ACL's data types (also exported as ``torch_npu.hifloat8``, ...);
 - ``_storage_Use_Count(storage._cdata)``: how many references hold a storage (TRL reads it);
 - ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs);
-- ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers.
+- ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers;
+- ``_npu_npuCachingAllocator_set_allocator_settings(settings)``: torch.npu.memory._set_allocator_settings.
 """
 
 import torch
 from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
+from softnpu.npu.memory import _set_allocator_settings as _npu_npuCachingAllocator_set_allocator_settings  # noqa: F401
 
 from . import _cd  # noqa: F401
 
