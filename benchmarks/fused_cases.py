@@ -40,6 +40,47 @@ def _gmm_composite(x, w, _, counts):
     return torch.cat([x_g @ w[g] for g, x_g in enumerate(x.split(counts))])
 
 
+# The expert layer of a real MoE (8 experts, 4096 routed tokens, hidden 1024 -> ffn 2816, bfloat16), forward and
+# forward + backward (the fused backward is the same op on the transposed operands, without the composite's
+# concatenation of the per-expert results and gradients).
+def _gmm_bf16_make(d):
+    torch.manual_seed(0)
+    return (torch.randn(4096, 1024, device=d, dtype=torch.bfloat16),
+            (torch.randn(8, 1024, 2816, device=d) * 0.02).to(torch.bfloat16), torch.tensor(COUNTS, device=d), COUNTS)
+
+
+def _gmm_train_make(d):
+    x, w, gl, counts = _gmm_bf16_make(d)
+    return x.requires_grad_(), w.requires_grad_(), gl, counts, torch.randn(4096, 2816, device=d, dtype=torch.bfloat16)
+
+
+def _gmm_train_fused(x, w, gl, counts, dy):
+    _gmm_fused(x, w, gl, counts)[0].backward(dy)
+
+
+def _gmm_train_composite(x, w, gl, counts, dy):
+    _gmm_composite(x, w, gl, counts).backward(dy)
+
+
+# vLLM-Ascend's MoE dispatch: 4096 tokens x 1024 (bfloat16), top-8 of 64 experts; the composite is its eager path
+# without the fused op (argsort of the experts, index_select of the rows, a histogram of the experts).
+def _routing_make(d):
+    torch.manual_seed(0)
+    return (torch.randn(4096, 1024, device=d, dtype=torch.bfloat16),
+            torch.randint(0, 64, (4096, 8), device=d, dtype=torch.int32))
+
+
+def _routing_fused(x, idx):
+    return torch_npu.npu_moe_init_routing_v2(x, idx, active_num=4096 * 8, expert_num=64, expert_tokens_num_type=1,
+                                             expert_tokens_num_flag=True, active_expert_range=[0, 64])
+
+
+def _routing_composite(x, idx):
+    flat = idx.view(-1)
+    order = torch.argsort(flat, stable=True)
+    return (x.index_select(0, order // 8), torch.argsort(order).int(), torch.bincount(flat, minlength=64))
+
+
 def _permute_make(d):
     torch.manual_seed(0)
     return torch.randn(4096, 1024, device=d), torch.randint(0, 8, (4096, 2), device=d)
@@ -219,6 +260,11 @@ def _softmax_composite(x, mask):  # Megatron's unfused ScaledMaskedSoftmax
 
 FUSED_OPS = {
     "npu_grouped_matmul (8 experts, 4096x256 . 256x512)": (_gmm_make, _gmm_fused, _gmm_composite),
+    "npu_grouped_matmul (8 experts, 4096 tokens, bf16 1024->2816)": (_gmm_bf16_make, _gmm_fused, _gmm_composite),
+    "npu_grouped_matmul fwd+bwd (8 experts, 4096 tokens, bf16 1024->2816)": (
+        _gmm_train_make, _gmm_train_fused, _gmm_train_composite),
+    "npu_moe_init_routing_v2 (4096 tokens x 1024 bf16, top-8 of 64)": (_routing_make, _routing_fused,
+                                                                       _routing_composite),
     "npu_moe_token_permute (4096 tokens x 1024, top-2)": (
         _permute_make, torch_npu.npu_moe_token_permute, _permute_composite),
     "npu_moe_token_unpermute (4096 tokens x 1024, top-2)": (

@@ -14,12 +14,24 @@
 // operands); here it is differentiable too, the backward being the same op: dx = grouped_matmul(dy, weight^T),
 // dweight = the k-axis grouped_matmul(x^T, dy), dbias = the k-axis grouped_matmul(ones, dy), all without host
 // synchronization.
-// Quantized forms (scale, offset, antiquant_*, per_token_scale, int8 x) are not supported here.
+//
+// Quantized forms, as torch_npu documents them: int8 x and weight, the products accumulated exactly in int32 (ATen's
+// int8 GEMM), then y = (acc + int32 bias) * scale [* per_token_scale] (or acc * scale [* per_token_scale] + a float
+// bias) in float32, rounded to output_dtype (int8 half to even and saturated, float16, bfloat16; int32: acc + bias);
+// an int64 scale is npu_trans_quant_param's packing (FP19 scale and offset). Antiquant (weight-only) forms: float16 /
+// bfloat16 x, int8 or int4-in-int32 weight, y = x @ ((weight + antiquant_offset) * antiquant_scale) + bias, the weight
+// dequantized in x's dtype per channel or per group of K rows, accumulated in float32.
+//
+// Each group is cut into tiles of rows run in parallel, one GEMM per tile on one thread: a single fork-join per op
+// where per-group GEMMs would each fork and join (and groups of a few hundred rows divide badly among threads).
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/quantization/int4.h"
+#include "fused/quantization/quant_param.h"
 
 // torch_npu's schemas (argument names, order, defaults, returns). output_dtype is a ScalarType here (torch_npu's
 // newest schema takes an int code through its own Python wrapper; callers pass a torch.dtype either way).
@@ -61,8 +73,12 @@ using OptList = std::optional<at::TensorList>;
 constexpr const char* OP = "npu_grouped_matmul";
 
 // The arguments that decide the computation (the quantization ones are refused at the call).
+// float: float x and weight; quant: int8 x and weight (scale, per_token_scale); antiquant: float x, int8 or int4 weight.
+enum class Form { kFloat, kQuant, kAntiquant };
+
 struct Gmm {
-  at::TensorList x, weight, bias;
+  at::TensorList x, weight, bias, scale, per_token_scale, antiquant_scale, antiquant_offset;
+  Form form = Form::kFloat;
   std::optional<at::Tensor> group_tensor;         // default overload
   std::optional<std::vector<int64_t>> group_ints;  // List overload
   int64_t split_item = 0, group_type = -1, group_list_type = 0, act_type = 0;
@@ -72,10 +88,19 @@ struct Gmm {
   int64_t num_weights() const { return single_weight() ? weight[0].size(0) : static_cast<int64_t>(weight.size()); }
   at::Tensor weight_of(int64_t g) const { return single_weight() ? weight[0][g] : weight[g]; }
   bool has_groups() const { return group_tensor.has_value() || group_ints.has_value(); }
-  int64_t n() const { return single_weight() ? weight[0].size(2) : weight[0].size(1); }
+  bool int4() const { return weight[0].scalar_type() == at::kInt; }
+  // N of weight g (int4 weights hold 8 columns per int32).
+  int64_t n_of(int64_t g) const { return weight_of(g).size(1) * (int4() ? kInt4PerInt32 : 1); }
+  int64_t n() const { return n_of(0); }
   // The number of groups group_list describes (m-axis: one per weight, unless [E, 2] pairs; k-axis: its length).
   int64_t list_len() const {
     return group_tensor ? group_tensor->size(0) : static_cast<int64_t>(group_ints->size());
+  }
+  // Per-weight tensors of a list (bias, scale, antiquant_*): one per weight, or one stacked [G, ...] tensor when the
+  // weight is one [G, K, N] tensor.
+  at::Tensor of(at::TensorList l, int64_t g) const {
+    if (l.empty()) return at::Tensor();
+    return single_weight() ? l[0][g] : l[g];
   }
   at::Tensor bias_of(int64_t g) const {
     if (bias.empty()) return at::Tensor();
@@ -99,29 +124,61 @@ Gmm parse(at::TensorList x, at::TensorList weight, const OptList& bias, const Op
               x.size(), " and ", weight.size());
   TORCH_CHECK(x.size() <= 128 && weight.size() <= 128, OP, ": x and weight hold at most 128 tensors, got ", x.size(),
               " and ", weight.size());
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      !given_list(scale) && !given_list(offset) && !given_list(antiquant_scale) && !given_list(antiquant_offset) &&
-          !given_list(per_token_scale),
-      OP, ": the quantized forms (scale, offset, antiquant_scale, antiquant_offset, per_token_scale) are not "
-      "supported by softnpu");
+  TORCH_CHECK(!given_list(offset), OP, ": offset only takes None (as on torch_npu)");
   TORCH_CHECK(!given_list(activation_input) && !given_list(activation_quant_scale) &&
                   !given_list(activation_quant_offset),
               OP, ": activation_input, activation_quant_scale and activation_quant_offset only take None");
   const auto dt = x[0].scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt), OP, ": x of dtype ", dt,
-                              " (a quantized form) is not supported by softnpu; float16, bfloat16 and float32 are");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dt) || dt == at::kChar, OP, ": x of dtype ", dt,
+                              " is not supported by softnpu; float16, bfloat16, float32 and int8 are (int4 x is not)");
   for (const auto& t : x)
     TORCH_CHECK(t.scalar_type() == dt, OP, ": all x must have one dtype, got ", dt, " and ", t.scalar_type());
+  const auto wt = weight[0].scalar_type();
   for (const auto& t : weight)
-    TORCH_CHECK(t.scalar_type() == dt, OP, ": weight's dtype ", t.scalar_type(), " must be x's, ", dt);
+    TORCH_CHECK(t.scalar_type() == wt, OP, ": all weight must have one dtype, got ", wt, " and ", t.scalar_type());
+  if (scale) p.scale = *scale;
+  if (per_token_scale) p.per_token_scale = *per_token_scale;
+  if (antiquant_scale) p.antiquant_scale = *antiquant_scale;
+  if (antiquant_offset) p.antiquant_offset = *antiquant_offset;
+  if (dt == at::kChar) {
+    p.form = Form::kQuant;
+    TORCH_CHECK(wt == at::kChar, OP, ": an int8 x takes an int8 weight, got ", wt);
+    TORCH_CHECK(p.antiquant_scale.empty() && p.antiquant_offset.empty(), OP,
+                ": antiquant_scale and antiquant_offset go with a float16/bfloat16 x (weight-only quantization)");
+  } else if (wt == at::kChar || wt == at::kInt) {
+    p.form = Form::kAntiquant;
+    TORCH_CHECK(dt == at::kHalf || dt == at::kBFloat16, OP, ": an int8 or int4 weight (antiquant) takes a float16 "
+                "or bfloat16 x, got ", dt);
+    TORCH_CHECK(!p.antiquant_scale.empty(), OP, ": an int8 or int4 weight with a float x needs antiquant_scale");
+    TORCH_CHECK(p.scale.empty() && p.per_token_scale.empty(), OP,
+                ": scale and per_token_scale go with an int8 x (full quantization)");
+  } else {
+    TORCH_CHECK(wt == dt, OP, ": weight's dtype ", wt, " must be x's, ", dt);
+    TORCH_CHECK(p.scale.empty() && p.per_token_scale.empty() && p.antiquant_scale.empty() &&
+                    p.antiquant_offset.empty(),
+                OP, ": scale, per_token_scale, antiquant_scale and antiquant_offset need a quantized x or weight");
+  }
   p.split_item = split_item.value_or(0);
   TORCH_CHECK(p.split_item >= 0 && p.split_item <= 3, OP, ": split_item must be 0, 1, 2 or 3, got ", p.split_item);
   p.act_type = act_type.value_or(0);
   TORCH_CHECK(p.act_type >= 0 && p.act_type <= 5 && p.act_type != 3, OP,
               ": act_type must be 0 (none), 1 (relu), 2 (gelu_tanh), 4 (fast_gelu) or 5 (silu), got ", p.act_type);
   p.out_dtype = output_dtype.value_or(dt);
-  TORCH_CHECK(at::isFloatingType(p.out_dtype), OP, ": output_dtype must be a floating dtype for floating x, got ",
-              p.out_dtype);
+  if (p.form == Form::kQuant) {
+    const auto o = p.out_dtype;
+    TORCH_CHECK(o == at::kChar || o == at::kHalf || o == at::kBFloat16 || o == at::kInt, OP,
+                ": output_dtype for an int8 x must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, got ",
+                o);
+    TORCH_CHECK(o == at::kInt || !p.scale.empty(), OP, ": an int8 x needs scale for an output of dtype ", o);
+    TORCH_CHECK(p.per_token_scale.empty() || o == at::kHalf || o == at::kBFloat16, OP,
+                ": per_token_scale needs output_dtype torch.float16 or torch.bfloat16");
+    TORCH_CHECK(p.act_type == 0 || o == at::kHalf || o == at::kBFloat16, OP,
+                ": an activation needs a float16 or bfloat16 output");
+  } else {
+    TORCH_CHECK(p.out_dtype == (p.form == Form::kAntiquant ? dt : p.out_dtype) && at::isFloatingType(p.out_dtype),
+                OP, ": output_dtype must be ", p.form == Form::kAntiquant ? "x's dtype" : "a floating dtype",
+                " for a floating x, got ", p.out_dtype);
+  }
   if (list_overload) {
     TORCH_CHECK(!group_type.has_value() || *group_type == -1 || *group_type == 0, OP,
                 ": with group_list as a list of ints group_type only takes None, got ", *group_type);
@@ -136,6 +193,59 @@ Gmm parse(at::TensorList x, at::TensorList weight, const OptList& bias, const Op
                 ": group_list_type must be 0 (cumulative), 1 (counts) or 2 ([E, 2] pairs), got ", p.group_list_type);
   }
   return p;
+}
+
+// The shapes and dtypes of scale, per_token_scale and antiquant_scale / antiquant_offset (G weights of K rows).
+void check_quantization(const Gmm& p, int64_t G, int64_t K) {
+  const auto count_ok = [&](at::TensorList l) {
+    return p.single_weight() ? l.size() == 1 && l[0].dim() >= 1 && l[0].size(0) == G
+                             : static_cast<int64_t>(l.size()) == G;
+  };
+  if (!p.scale.empty()) {
+    TORCH_CHECK(count_ok(p.scale), OP, ": scale must hold one tensor per weight (one [G, N] tensor for a [G, K, N] "
+                "weight), got ", p.scale.size(), " tensors");
+    for (int64_t g = 0; g < G; ++g) {
+      const at::Tensor s = p.of(p.scale, g);
+      const auto st = s.scalar_type();
+      TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kLong, OP,
+                  ": scale must be float32, bfloat16 or int64 (npu_trans_quant_param), got ", st);
+      TORCH_CHECK(s.dim() == 1 && (s.size(0) == p.n_of(g) || s.size(0) == 1), OP, ": scale ", g,
+                  " must be 1-D of N = ", p.n_of(g), " (per channel) or 1 (per tensor), got shape ", s.sizes());
+    }
+  }
+  if (!p.per_token_scale.empty()) {
+    TORCH_CHECK(p.per_token_scale.size() == p.x.size(), OP, ": per_token_scale must hold one tensor per x, got ",
+                p.per_token_scale.size());
+    for (size_t i = 0; i < p.x.size(); ++i) {
+      const at::Tensor& t = p.per_token_scale[i];
+      const int64_t rows = p.x[i].numel() / p.x[i].size(-1);
+      TORCH_CHECK(t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == rows, OP,
+                  ": per_token_scale must be float32 1-D of x's ", rows, " rows, got ", t.scalar_type(), " ",
+                  t.sizes());
+    }
+  }
+  if (p.form != Form::kAntiquant) return;
+  TORCH_CHECK(count_ok(p.antiquant_scale), OP, ": antiquant_scale must hold one tensor per weight (one [G, N] or "
+              "[G, groups, N] tensor for a [G, K, N] weight), got ", p.antiquant_scale.size(), " tensors");
+  if (!p.antiquant_offset.empty())
+    TORCH_CHECK(count_ok(p.antiquant_offset), OP, ": antiquant_offset must have antiquant_scale's form");
+  for (int64_t g = 0; g < G; ++g) {
+    const at::Tensor s = p.of(p.antiquant_scale, g);
+    TORCH_CHECK(s.scalar_type() == p.x[0].scalar_type(), OP, ": antiquant_scale must have x's dtype ",
+                p.x[0].scalar_type(), ", got ", s.scalar_type());
+    TORCH_CHECK((s.dim() == 1 || (s.dim() == 2 && s.size(0) > 0 && K % s.size(0) == 0)) && s.size(-1) == p.n_of(g),
+                OP, ": antiquant_scale ", g, " must be [N] (per channel) or [groups, N] with groups dividing K = ", K,
+                " (per group), N = ", p.n_of(g), ", got shape ", s.sizes());
+    if (!p.antiquant_offset.empty()) {
+      const at::Tensor o = p.of(p.antiquant_offset, g);
+      TORCH_CHECK(o.sizes() == s.sizes() && o.scalar_type() == s.scalar_type(), OP,
+                  ": antiquant_offset must have antiquant_scale's shape and dtype, got ", o.sizes(), " ",
+                  o.scalar_type());
+    }
+  }
+  if (p.int4())
+    for (const auto& w : p.weight)
+      TORCH_CHECK(w.is_contiguous(), OP, ": an int4 weight (8 per int32 along N) must be contiguous");
 }
 
 // Checks the shapes and returns the outputs' shapes.
@@ -154,6 +264,7 @@ std::vector<std::vector<int64_t>> plan(Gmm& p) {
                 p.weight[0].size(0));
     TORCH_CHECK(p.group_list_type != 2, OP, ": group_list_type 2 only goes with group_type 0");
     TORCH_CHECK(p.bias.empty() && p.act_type == 0, OP, ": group_type 2 takes no bias and no activation");
+    TORCH_CHECK(p.form == Form::kFloat, OP, ": group_type 2 (k-axis) takes float x and weight");
     const int64_t groups = p.list_len();
     const std::vector<int64_t> y{p.x[0].size(0), p.weight[0].size(1)};
     if (p.split_item >= 2) return {{groups, y[0], y[1]}};
@@ -173,8 +284,12 @@ std::vector<std::vector<int64_t>> plan(Gmm& p) {
     TORCH_CHECK(single ? p.bias[0].size(0) == G : static_cast<int64_t>(p.bias.size()) == G, OP,
                 ": bias must hold one tensor per weight (", G, "), got ", single ? p.bias[0].size(0) : p.bias.size());
     for (int64_t g = 0; g < G; ++g)
-      TORCH_CHECK(p.bias_of(g).dim() == 1 && p.bias_of(g).size(0) == p.weight_of(g).size(1), OP, ": bias ", g,
-                  " must be 1-D of weight's N = ", p.weight_of(g).size(1), ", got shape ", p.bias_of(g).sizes());
+      TORCH_CHECK(p.bias_of(g).dim() == 1 && p.bias_of(g).size(0) == p.n_of(g), OP, ": bias ", g,
+                  " must be 1-D of weight's N = ", p.n_of(g), ", got shape ", p.bias_of(g).sizes());
+    const auto bt = p.bias[0].scalar_type();
+    TORCH_CHECK(p.form == Form::kQuant ? (bt == at::kInt || at::isFloatingType(bt)) : at::isFloatingType(bt), OP,
+                ": bias must be ", p.form == Form::kQuant ? "int32 or floating" : "floating", ", got ", bt);
+    TORCH_CHECK(bt == at::kInt || p.out_dtype != at::kChar, OP, ": a floating bias needs a float16 or bfloat16 output");
   }
   if (p.has_groups()) {
     TORCH_CHECK(p.x.size() == 1, OP, ": with group_list x must be one tensor, got ", p.x.size());
@@ -205,7 +320,8 @@ std::vector<std::vector<int64_t>> plan(Gmm& p) {
                 "groups, got ", p.x.size(), " and ", G);
   }
   bool same_n = true;
-  for (int64_t g = 0; g < G; ++g) same_n = same_n && p.weight_of(g).size(1) == p.n();
+  for (int64_t g = 0; g < G; ++g) same_n = same_n && p.n_of(g) == p.n();
+  check_quantization(p, G, K);
   const int64_t rows = p.has_groups() ? p.x[0].size(0) : [&] {
     int64_t r = 0;
     for (const auto& t : p.x) r += t.numel() / t.size(-1);
@@ -218,7 +334,7 @@ std::vector<std::vector<int64_t>> plan(Gmm& p) {
   if (p.split_item == 0) {
     for (size_t i = 0; i < p.x.size(); ++i) {
       auto s = p.x[i].sizes().vec();
-      s.back() = p.has_groups() ? p.n() : p.weight_of(i).size(1);
+      s.back() = p.has_groups() ? p.n() : p.n_of(i);
       if (p.has_groups()) TORCH_CHECK(same_n, OP, ": one x split in groups needs every weight to have the same N");
       shapes.push_back(s);
     }
@@ -226,14 +342,14 @@ std::vector<std::vector<int64_t>> plan(Gmm& p) {
   }
   // split_item 1: one output per group, whose row counts only a list of ints gives at the call.
   if (!p.has_groups()) {
-    for (size_t i = 0; i < p.x.size(); ++i) shapes.push_back({p.x[i].size(0), p.weight_of(i).size(1)});
+    for (size_t i = 0; i < p.x.size(); ++i) shapes.push_back({p.x[i].size(0), p.n_of(i)});
     return shapes;
   }
   TORCH_CHECK(p.group_ints.has_value(), OP, ": split_item 1 with one x needs group_list as a list of ints (the "
               "output sizes); with a Tensor group_list use split_item 2 or 3");
   int64_t prev = 0;
   for (int64_t g = 0; g < G; ++g) {
-    shapes.push_back({(*p.group_ints)[g] - prev, p.weight_of(g).size(1)});
+    shapes.push_back({(*p.group_ints)[g] - prev, p.n_of(g)});
     prev = (*p.group_ints)[g];
   }
   return shapes;
@@ -286,9 +402,16 @@ void activate(at::Tensor& y, int64_t act_type) {
   }
 }
 
-// y (a contiguous view of the output) = act(x @ w + b), computed in x's dtype then converted if they differ.
-void product_into(at::Tensor y, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, int64_t act_type) {
-  if (y.numel() == 0) return;
+// One GEMM of the op: y [rows, N] (a view of an output) from x [rows, K] and w [K, N] (the weight, or the dequantized
+// one), with the group's bias and, for an int8 x, its scale and the rows' per_token_scale.
+struct Tile {
+  at::Tensor y, x, w, b, scale, per_token;
+};
+
+// y = act(x @ w + b), computed in x's dtype then converted if they differ.
+void float_product(const Tile& t, int64_t act_type) {
+  at::Tensor y = t.y;
+  const at::Tensor &x = t.x, &w = t.w, &b = t.b;
   if (x.size(1) == 0) {
     if (b.defined()) y.copy_(b.expand_as(y)); else y.zero_();
   } else if (y.scalar_type() == x.scalar_type() && y.is_contiguous()) {
@@ -299,42 +422,143 @@ void product_into(at::Tensor y, const at::Tensor& x, const at::Tensor& w, const 
   activate(y, act_type);
 }
 
+// Weight-only quantization: x @ w with w dequantized in x's dtype; a bias joins in float32 before the one rounding.
+void antiquant_product(const Tile& t, int64_t act_type) {
+  at::Tensor y = t.y;
+  if (!t.b.defined()) at::mm_out(y, t.x, t.w);  // ATen's half GEMM: float32 accumulation, one rounding
+  else y.copy_(at::addmm(t.b.to(at::kFloat), t.x.to(at::kFloat), t.w));  // t.w is float32 here
+  activate(y, act_type);
+}
+
+// int8 x @ int8 w accumulated exactly in int32, then the documented dequantization in float32.
+void quant_product(const Tile& t, int64_t act_type) {
+  at::Tensor y = t.y;
+  at::Tensor acc = at::_int_mm(t.x.contiguous(), t.w);
+  const bool int_bias = t.b.defined() && t.b.scalar_type() == at::kInt;
+  if (int_bias) acc.add_(t.b);
+  if (y.scalar_type() == at::kInt) {
+    y.copy_(acc);
+    return;
+  }
+  at::Tensor f = acc.to(at::kFloat), offset;
+  if (t.scale.scalar_type() == at::kLong) {
+    auto [scale, off] = unpack_quant_param(t.scale);
+    f.mul_(scale);
+    offset = off;
+  } else {
+    f.mul_(t.scale.to(at::kFloat));
+  }
+  if (t.per_token.defined()) f.mul_(t.per_token.unsqueeze(1));
+  if (t.b.defined() && !int_bias) f.add_(t.b.to(at::kFloat));
+  if (y.scalar_type() == at::kChar) {
+    if (offset.defined()) f.add_(offset);
+    y.copy_(f.round_().clamp_(-128, 127));
+    return;
+  }
+  y.copy_(f);
+  activate(y, act_type);
+}
+
+// (w + antiquant_offset) * antiquant_scale in x's dtype (each step rounded to it, as the chip's vector unit does),
+// per channel ([N]) or per group of K / groups rows ([groups, N], broadcast over the group's rows).
+at::Tensor antiquantize(const Gmm& p, int64_t e) {
+  const auto dt = p.x[0].scalar_type();
+  const at::Tensor w = p.weight_of(e);
+  at::Tensor v = p.int4() ? unpack_int4(w, dt) : w.to(dt);
+  const at::Tensor s = p.of(p.antiquant_scale, e), o = p.of(p.antiquant_offset, e);
+  const int64_t groups = s.dim() == 2 ? s.size(0) : 1, k = v.size(0), n = v.size(1);
+  v = v.view({groups, k / groups, n});
+  if (o.defined()) v.add_(o.reshape({groups, 1, n}));
+  v.mul_(s.reshape({groups, 1, n}));
+  v = v.view({k, n});
+  // With a bias the product is taken in float32 (the bias joins before the one rounding).
+  return p.bias.empty() ? v : v.to(at::kFloat);
+}
+
+// The tiles' rows: about eight tiles per compute thread over the op's rows, so unequal groups still balance.
+int64_t tile_rows(int64_t total_rows) {
+  const int64_t per = total_rows / (8 * std::max(1, at::get_num_threads()));
+  return std::clamp<int64_t>(per, 64, 1024);
+}
+
+void add_tiles(std::vector<Tile>& tiles, const Tile& group, int64_t rows_per_tile) {
+  const int64_t rows = group.y.size(0);
+  if (rows == 0 || group.y.size(1) == 0) return;
+  for (int64_t r = 0; r < rows; r += rows_per_tile) {
+    const int64_t n = std::min(rows_per_tile, rows - r);
+    Tile t = group;
+    t.y = group.y.narrow(0, r, n);
+    t.x = group.x.narrow(0, r, n);
+    if (group.per_token.defined()) t.per_token = group.per_token.narrow(0, r, n);
+    tiles.push_back(std::move(t));
+  }
+}
+
 std::vector<at::Tensor> compute(Gmm& p, std::vector<at::Tensor> ys) {
+  // Each weight as its GEMMs take it.
+  std::vector<at::Tensor> weights(p.num_weights());
+  for (int64_t e = 0; e < p.num_weights(); ++e)
+    weights[e] = p.form == Form::kAntiquant ? antiquantize(p, e)
+                 : p.form == Form::kQuant   ? p.weight_of(e).contiguous()
+                                            : p.weight_of(e);
+  const auto group = [&](at::Tensor y, at::Tensor x, int64_t e, at::Tensor per_token) {
+    return Tile{std::move(y), std::move(x), weights[e], p.bias_of(e), p.of(p.scale, e), std::move(per_token)};
+  };
+  std::vector<Tile> groups;
+  at::Tensor all;  // the one output holding every group's rows, whose rows past the last group are zero
+  int64_t covered = 0;
   if (p.group_type == 2) {
     const at::Tensor& x = p.x[0];
     const at::Tensor& w = p.weight[0];
     const auto entries = group_entries(p, x.size(1));
     int64_t k0 = 0;
     for (size_t g = 0; g < entries.size(); ++g) {
-      at::Tensor y = p.split_item >= 2 ? ys[0][g] : ys[g];
       const int64_t kg = entries[g].second;
-      product_into(y, x.narrow(1, k0, kg), w.narrow(0, k0, kg), at::Tensor(), 0);
+      groups.push_back(Tile{p.split_item >= 2 ? ys[0][g] : ys[g], x.narrow(1, k0, kg), w.narrow(0, k0, kg)});
       k0 += kg;
     }
-    return ys;
-  }
-  if (!p.has_groups()) {
+  } else if (!p.has_groups()) {
     int64_t row = 0;
     for (size_t i = 0; i < p.x.size(); ++i) {
       const at::Tensor x = p.x[i].reshape({-1, p.x[i].size(-1)});
       at::Tensor y = p.split_item >= 2 ? ys[0].narrow(0, row, x.size(0)) : ys[i].view({-1, ys[i].size(-1)});
-      product_into(y, x, p.weight_of(i), p.bias_of(i), p.act_type);
+      groups.push_back(group(y, x, i, p.per_token_scale.empty() ? at::Tensor() : p.per_token_scale[i]));
       row += x.size(0);
     }
-    return ys;
+  } else {
+    const at::Tensor x = p.x[0].reshape({-1, p.x[0].size(-1)});
+    const at::Tensor per_token = p.per_token_scale.empty() ? at::Tensor() : p.per_token_scale[0];
+    // One output holding every group's rows (split_item 0, 2, 3) or one per group (1).
+    all = p.split_item == 1 ? at::Tensor() : ys[0].view({-1, ys[0].size(-1)});
+    for (const auto& [e, count] : group_entries(p, x.size(0))) {
+      at::Tensor y = all.defined() ? all.narrow(0, covered, count) : ys[groups.size()];
+      groups.push_back(group(y, x.narrow(0, covered, count), e,
+                             per_token.defined() ? per_token.narrow(0, covered, count) : at::Tensor()));
+      covered += count;
+    }
   }
-  const at::Tensor x = p.x[0].reshape({-1, p.x[0].size(-1)});
-  const auto entries = group_entries(p, x.size(0));
-  // One output holding every group's rows (split_item 0, 2, 3) or one per group (1).
-  at::Tensor all = p.split_item == 1 ? at::Tensor() : ys[0].view({-1, ys[0].size(-1)});
-  int64_t row = 0;
-  for (size_t g = 0; g < entries.size(); ++g) {
-    const auto [e, count] = entries[g];
-    at::Tensor y = all.defined() ? all.narrow(0, row, count) : ys[g];
-    product_into(y, x.narrow(0, row, count), p.weight_of(e), p.bias_of(e), p.act_type);
-    row += count;
+  int64_t total = 0;
+  for (const auto& g : groups) total += g.y.size(0);
+  std::vector<Tile> tiles;
+  const int64_t per_tile = tile_rows(total);
+  for (const auto& g : groups) {
+    if (g.x.size(1) == 0 && g.y.numel() > 0) {  // an empty k-axis group (or K = 0): zeros, or the bias
+      float_product(g, p.act_type);
+      continue;
+    }
+    add_tiles(tiles, g, per_tile);
   }
-  if (all.defined() && row < all.size(0)) all.narrow(0, row, all.size(0) - row).zero_();
+  // One GEMM per tile on one thread (ATen's GEMMs run single-threaded inside a parallel region).
+  at::parallel_for(0, static_cast<int64_t>(tiles.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      switch (p.form) {
+        case Form::kFloat: float_product(tiles[i], p.act_type); break;
+        case Form::kAntiquant: antiquant_product(tiles[i], p.act_type); break;
+        case Form::kQuant: quant_product(tiles[i], p.act_type); break;
+      }
+    }
+  });
+  if (all.defined() && covered < all.size(0)) all.narrow(0, covered, all.size(0) - covered).zero_();
   return ys;
 }
 
@@ -526,6 +750,8 @@ class GmmFunction : public torch::autograd::Function<GmmFunction> {
     const GmmConfig* cfg = &c;
     TORCH_CHECK(cfg->group_type != 2 && cfg->act_type == 0 && cfg->group_list_type != 2, OP,
                 ": the backward covers group_type -1 and 0, without activation and group_list_type 2");
+    TORCH_CHECK(at::isFloatingType(ws[0].scalar_type()), OP,
+                ": the quantized forms (int8 / int4 weights) have no backward");
     const auto dt = xs[0].scalar_type();
     // The outputs' gradients as rows [M, N] aligned with x's rows.
     std::vector<at::Tensor> rows;
