@@ -6,6 +6,11 @@
 
 #include "third_party/acl/inc/acl/acl_base.h"
 
+#include <string>
+
+// torch_npu's header has this at global scope, and extensions (MindSpeed's aclnn_common.h) write `string` unqualified.
+using std::string;
+
 namespace at_npu::native {
 
 class CalcuOpUtil {

@@ -4,6 +4,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
+
+// torch_npu's header has this at global scope, and extensions (MindSpeed's aclnn_common.h) write `string` unqualified.
+using std::string;
+
 namespace at_npu::native {
 
 // The inline capacity of the c10::SmallVector<int64_t, N> that OpCommand::Sync and extensions use.
