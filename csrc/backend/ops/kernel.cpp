@@ -6,8 +6,11 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "backend/generator.h"
 #include "backend/npu_error.h"
@@ -352,11 +355,59 @@ uint64_t work_bytes(const KernelLaunch& k, bool float32) {
   return bytes;
 }
 
+// The bytes of device memory a tensor's elements span (its view, not its whole storage), or {nullptr, 0} if none.
+std::pair<const char*, size_t> touched_bytes(const TensorRef& r) {
+  if (r.kind != TensorRef::Kind::kDevice || !r.base) return {nullptr, 0};
+  const auto element = static_cast<int64_t>(c10::elementSize(r.dtype));
+  int64_t first = r.offset, last = r.offset;
+  for (size_t d = 0; d < r.sizes.size(); ++d) {
+    if (r.sizes[d] == 0) return {nullptr, 0};
+    const int64_t reach = (r.sizes[d] - 1) * r.strides[d];
+    (reach < 0 ? first : last) += reach;
+  }
+  return {static_cast<const char*>(r.base) + first * element, static_cast<size_t>((last - first + 1) * element)};
+}
+
+// A kernel touching device memory with an uncorrectable error fails as the chip's does (ACL_ERROR_RT_DEVICE_MEM_ERROR,
+// "UCE ERROR", torch_npu's text), naming the operands hit; empty if it touches none.
+std::string uce_operands(const KernelLaunch& k) {
+  std::string hit;
+  const auto& schema = k.info->op.schema();
+  auto check = [&](const TensorSlot& slot, const std::string& what) {
+    for (uint32_t i = 0; i < slot.count; ++i) {
+      const TensorRef& r = k.refs[slot.first + i];
+      const auto [bytes, size] = touched_bytes(r);
+      if (!size || !snpuMemRangeHasUce(bytes, size)) continue;
+      char range[64];
+      std::snprintf(range, sizeof(range), "%p, %zu bytes", static_cast<const void*>(bytes), size);
+      hit += c10::str("\n  ", what, slot.count > 1 ? "[" + std::to_string(i) + "]" : "", ": ", r.dtype,
+                      c10::IntArrayRef(r.sizes), " at ", range);
+    }
+  };
+  for (const auto& slot : k.argument_slots) check(slot, "argument '" + schema.arguments()[slot.position].name() + "'");
+  for (const auto& slot : k.output_slots) {
+    const std::string& name = schema.returns()[slot.position].name();
+    check(slot, name.empty() ? "result " + std::to_string(slot.position) : "result '" + name + "'");
+  }
+  if (hit.empty()) return hit;
+  return "UCE ERROR\n" + k.info->name + " touched device memory with an uncorrectable error (ACL error " +
+         std::to_string(SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR) + ", ACL_ERROR_RT_DEVICE_MEM_ERROR); the tensors hit:" + hit;
+}
+
 }  // namespace
 
 int run_kernel(void* arg) {
   auto& k = *static_cast<KernelLaunch*>(arg);
   try {
+    // One atomic load while no device memory has a UCE (snpuFaultInject); then the operands are checked.
+    if (C10_UNLIKELY(snpuMemUceActive())) {
+      const std::string uce = uce_operands(k);
+      if (!uce.empty()) {
+        TORCH_CHECK(!k.sync, uce);  // a synchronizing launch hands the error to its waiting host thread
+        snpuKernelSetErrorMessage(uce.c_str());
+        return SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR;
+      }
+    }
     if (C10_UNLIKELY(k.replayable)) {
       if (k.pristine.empty()) {
         k.pristine = k.stack;

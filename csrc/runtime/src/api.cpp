@@ -779,6 +779,10 @@ snpuError_t snpuDeviceRestart(int device) {
   });
 }
 
+int snpuMemUceActive(void) { return uce_active() ? 1 : 0; }
+
+int snpuMemRangeHasUce(const void* ptr, size_t size) { return size && range_has_uce(ptr, size) ? 1 : 0; }
+
 snpuError_t snpuDeviceGetUceInfo(int device, void** addrs, size_t* sizes, size_t capacity, size_t* count) {
   return guarded([&] {
     Runtime* rt;

@@ -38,6 +38,8 @@ std::condition_variable g_hang_cv;
 std::vector<Armed> g_armed;
 std::vector<DeviceFaults> g_devices;  // by visible index, grown on demand
 std::atomic<bool> g_active{false};
+// Some device has a UCE range: kernels look at the memory they touch (range_has_uce) only then.
+std::atomic<bool> g_uce{false};
 
 DeviceFaults& faults_of(int device) {
   if (static_cast<size_t>(device) >= g_devices.size()) g_devices.resize(device + 1);
@@ -46,8 +48,13 @@ DeviceFaults& faults_of(int device) {
 
 void update_active() {
   bool active = !g_armed.empty();
-  for (const DeviceFaults& f : g_devices) active = active || f.stopped || f.hang || f.delay_us || !f.uce.empty();
+  bool uce = false;
+  for (const DeviceFaults& f : g_devices) {
+    active = active || f.stopped || f.hang || f.delay_us || !f.uce.empty();
+    uce = uce || !f.uce.empty();
+  }
   g_active.store(active, std::memory_order_release);
+  g_uce.store(uce, std::memory_order_release);
 }
 
 bool overlaps(const std::vector<std::pair<void*, size_t>>& ranges, const void* p, size_t n) {
@@ -87,8 +94,9 @@ snpuError_t inject_fault(const snpuFault& f) {
       break;
     case snpuFaultMemoryUce:
       if (f.device < 0 || !f.ptr || f.size == 0) return fail(snpuErrorInvalidValue, "snpuFaultInject: a UCE needs a device and a range");
+      // The memory itself goes bad: the copies reading it fail here (intercept), kernels when they see they touch it
+      // (range_has_uce), from now until a restart repairs it.
       faults_of(f.device).uce.emplace_back(f.ptr, f.size);
-      g_armed.push_back({f.kind, f.device, -1, at, SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR, "UCE ERROR", f.size});
       break;
     case snpuFaultDeviceHang:
     case snpuFaultSlow:
@@ -141,8 +149,7 @@ bool intercept(Device* d, Stream* s, const Task& task, KernelError* error) {
   }
   if (task.kind != TaskKind::kKernel) return false;
   for (auto it = g_armed.begin(); it != g_armed.end(); ++it) {
-    const bool kernel_fault = it->kind == snpuFaultKernelError || it->kind == snpuFaultMemoryUce;
-    if (!kernel_fault || (it->device >= 0 && it->device != d->index) ||
+    if (it->kind != snpuFaultKernelError || (it->device >= 0 && it->device != d->index) ||
         (it->stream_id >= 0 && static_cast<uint64_t>(it->stream_id) != s->id))
       continue;
     if (--it->remaining > 0) continue;
@@ -194,12 +201,21 @@ snpuError_t restart_device(Device* d) {
     f.stopped = false;
     f.hang = false;
     f.uce.clear();
-    std::erase_if(g_armed, [&](const Armed& a) { return a.kind == snpuFaultMemoryUce && a.device == d->index; });
     update_active();
   }
   g_hang_cv.notify_all();
   d->drop_errors();
   return snpuSuccess;
+}
+
+bool uce_active() { return g_uce.load(std::memory_order_acquire); }
+
+bool range_has_uce(const void* ptr, size_t size) {
+  if (!uce_active()) return false;
+  std::lock_guard lock(g_mutex);
+  for (const DeviceFaults& f : g_devices)
+    if (overlaps(f.uce, ptr, size)) return true;
+  return false;
 }
 
 std::vector<std::pair<void*, size_t>> uce_ranges(int device) {

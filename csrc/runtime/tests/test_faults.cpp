@@ -83,7 +83,15 @@ TEST_F(Faults, AUceFailsReadsOfItsRangeUntilTheDeviceRestarts) {
   ASSERT_SNPU(snpuMemcpy(host.data(), p, 1024, snpuMemcpyDeviceToHost));  // outside the range
   EXPECT_EQ(snpuMemcpy(host.data(), p, 4096, snpuMemcpyDeviceToHost), snpuErrorKernelFailed);
   EXPECT_EQ(last_kernel_code(), SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR);
+  // Kernels learn whether their operands touch it: only the range's bytes do.
+  EXPECT_EQ(snpuMemUceActive(), 1);
+  EXPECT_EQ(snpuMemRangeHasUce(p, 1024), 0);
+  EXPECT_EQ(snpuMemRangeHasUce(static_cast<char*>(p) + 1024 + 511, 1), 1);
+  EXPECT_EQ(snpuMemRangeHasUce(static_cast<char*>(p) + 1536, 2560), 0);
+  EXPECT_EQ(snpuMemRangeHasUce(p, 4096), 1);
   ASSERT_SNPU(snpuDeviceRestart(0));
+  EXPECT_EQ(snpuMemUceActive(), 0);
+  EXPECT_EQ(snpuMemRangeHasUce(p, 4096), 0);
   ASSERT_SNPU(snpuDeviceGetUceInfo(0, addrs, sizes, 4, &count));
   EXPECT_EQ(count, 0u);
   ASSERT_SNPU(snpuMemcpy(host.data(), p, 4096, snpuMemcpyDeviceToHost));

@@ -149,7 +149,7 @@ from .sync_debug import get_sync_debug_mode, set_sync_debug_mode
 from . import utils  # torch_npu.npu.utils
 from . import fault as _fault  # torch.npu._fault: the chip's failures on demand
 from . import _recovery  # torch.npu._recovery
-from .recovery import check_uce_in_memory, restart_device, stop_device
+from .recovery import _get_uce_addr, check_uce_in_memory, restart_device, stop_device
 from . import mstx  # torch_npu.npu.mstx: markers and ranges on the profiler timeline
 
 

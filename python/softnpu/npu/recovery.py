@@ -13,33 +13,42 @@ import torch
 
 from . import fault
 
-__all__ = ["check_uce_in_memory", "stop_device", "restart_device"]
+__all__ = ["check_uce_in_memory", "stop_device", "restart_device", "_get_uce_addr"]
 
 # check_uce_in_memory's answers (torch_npu's documented values).
 UCE_NONE, UCE_NOT_PTA_MEMORY, UCE_PTA_TEMPORARY_MEMORY, UCE_PTA_RESIDENT_MEMORY = 0, 1, 2, 3
 
 
-def check_uce_in_memory(device_id: int) -> int:
-    """0: no UCE on the device; 1: a UCE in memory the caching allocator does not hold; 2: in its cached free blocks
-    only (nothing to restore); 3: in blocks of live tensors (the program must rebuild them)."""
+def _in_caching_allocator(device_id: int, ranges) -> bool:
+    """Whether a UCE range overlaps a segment the caching allocator holds on the device (torch_npu's
+    checkUceInMemPool)."""
     from .memory import memory_snapshot
 
+    for segment in memory_snapshot():
+        start = segment["address"]
+        end = start + segment["total_size"]
+        if segment["device"] == device_id and any(start < a + n and a < end for a, n in ranges):
+            return True
+    return False
+
+
+def check_uce_in_memory(device_id: int) -> int:
+    """As torch_npu: 0 no UCE on the device; 1 a UCE in memory the caching allocator does not hold (no recovery);
+    2 in memory it only cached: emptying the cache (which this does, as torch_npu's) gives it back, so the step can be
+    redone; 3 in memory of live tensors: what they hold must be rebuilt (a replica, a checkpoint)."""
     ranges = fault.uce_ranges(device_id)
     if not ranges:
         return UCE_NONE
-    worst = UCE_NOT_PTA_MEMORY
-    for segment in memory_snapshot():
-        if segment["device"] != device_id:
-            continue
-        address = segment["address"]
-        for block in segment["blocks"]:
-            start = block.get("address", address)
-            end = start + block["size"]
-            address = end
-            if any(start < a + n and a < end for a, n in ranges):
-                worst = max(worst, UCE_PTA_RESIDENT_MEMORY if block["state"] == "active_allocated"
-                            else UCE_PTA_TEMPORARY_MEMORY)
-    return worst
+    if not _in_caching_allocator(device_id, ranges):
+        return UCE_NOT_PTA_MEMORY
+    torch.npu.empty_cache()
+    return UCE_PTA_RESIDENT_MEMORY if _in_caching_allocator(device_id, ranges) else UCE_PTA_TEMPORARY_MEMORY
+
+
+def _get_uce_addr():
+    """torch_npu.npu._get_uce_addr: the current device's UCE ranges as [{"ptr": address, "size": bytes}]
+    (aclrtGetMemUceInfo), what recovery code compares with its tensors' storages."""
+    return [{"ptr": address, "size": size} for address, size in fault.uce_ranges()]
 
 
 def stop_device(device_id: int) -> int:
