@@ -248,13 +248,14 @@ void Device::execute(Stream* s, const Task& task) {
     return;
   }
   Memory& memory = runtime->memory;
-  memory.enter_device_code();
   // Work queued before a profiler started belongs to no trace, even if it runs while one records.
   const bool timed = task.traced;
   int64_t wall_start = timed ? activity::now_ns() : 0;
   Clock::time_point start = Clock::now();
   KernelError error;
   bool failed = intercept(this, s, task, &error);
+  // After intercept: a task an injected hang holds is not device code, which snpuIpcGetMemHandle would wait for.
+  memory.enter_device_code();
   if (!failed) {
     switch (task.kind) {
       case TaskKind::kKernel:

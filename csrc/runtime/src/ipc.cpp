@@ -1,5 +1,5 @@
 // Interprocess memory (runtime.h: snpuIpcGetMemHandle / snpuIpcOpenMemHandle / snpuIpcCloseMemHandle), CUDA IPC's
-// calls over the memfds device memory lives in (memory.cpp). A handle names the exporter's process, the descriptor
+// calls over the memfds exported device memory lives in (memory.cpp: an allocation moves into one when first exported). A handle names the exporter's process, the descriptor
 // number of the allocation's memfd there and the memfd's name; the importer opens /proc/<pid>/fd/<fd> (allowed to the
 // same user) and checks the name, so a descriptor number reused for something else after the allocation was freed is
 // refused rather than mapped.
@@ -59,14 +59,20 @@ snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr) {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (!handle) return fail(snpuErrorInvalidValue, "snpuIpcGetMemHandle: handle is NULL");
+    if (in_kernel())
+      return fail(snpuErrorNotPermitted, "snpuIpcGetMemHandle is not allowed inside a kernel: it may wait for the "
+                                         "device code running, which could deadlock");
     Allocation a;
     if (!ptr || !rt->memory.find(ptr, &a) || a.type != snpuMemoryTypeDevice)
       return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the pointer is not device memory of snpuMalloc");
     if (a.imported)
       return fail(snpuErrorInvalidPointer,
                   "snpuIpcGetMemHandle: the memory was opened from another process (export it from its owner)");
+    // Private until first exported (memory.h): moved into shared memory now.
+    if (a.fd < 0 && !a.pages)
+      if (snpuError_t e = rt->memory.share(ptr, &a)) return e;
     if (a.fd < 0)
-      return fail(snpuErrorNotPermitted, "snpuIpcGetMemHandle: the allocation is private memory (the host gave no "
+      return fail(snpuErrorNotPermitted, "snpuIpcGetMemHandle: the reservation is private memory (the host gave no "
                                          "memfd when it was made)");
     HandleData data{};
     std::memcpy(data.magic, kMagic, sizeof(kMagic));

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "device.h"
 #include "errors.h"
@@ -35,22 +37,16 @@ void* map_pages(size_t bytes, int prot) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-// Device memory in a memfd of its own, mapped shared, so snpuIpcOpenMemHandle in another process maps the same pages.
-// Where the host has no memfd (or the process is out of descriptors) the memory is private: everything works but
-// exporting it. *fd is -1 then.
-void* map_shareable_pages(size_t bytes, int prot, uint64_t serial, int* fd) {
+// A memfd named after serial, of bytes, so snpuIpcOpenMemHandle in another process maps the same pages; -1 where the
+// host has none (or the process is out of descriptors).
+int shared_memory_file(uint64_t serial, size_t bytes) {
   const std::string name = "softnpu-" + std::to_string(serial);
-  *fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-  if (*fd < 0) return map_pages(bytes, prot);
-  void* p = MAP_FAILED;
-  if (ftruncate(*fd, static_cast<off_t>(bytes)) == 0)
-    p = mmap(nullptr, bytes, prot, MAP_SHARED | MAP_POPULATE, *fd, 0);
-  if (p == MAP_FAILED) {
-    close(*fd);
-    *fd = -1;
-    return nullptr;
+  int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    close(fd);
+    fd = -1;
   }
-  return p;
+  return fd;
 }
 
 snpuError_t out_of_memory(const Device* device, size_t size, uint64_t used) {
@@ -93,12 +89,7 @@ snpuError_t Memory::reserve(Device* device, size_t size, void** out) {
   // The pages mapped into the range come from a memfd as large as it (sparse: only mapped granules hold memory), so
   // the whole reservation can be exported like an allocation. Without a memfd, private pages as before.
   const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
-  const std::string name = "softnpu-" + std::to_string(serial);
-  int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
-  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    close(fd);
-    fd = -1;
-  }
+  const int fd = shared_memory_file(serial, size);
   std::unique_lock lock(mutex_);
   allocations_[static_cast<char*>(p)] = Allocation{static_cast<char*>(p), size, 0, snpuMemoryTypeDevice, device,
                                                    new std::vector<bool>(size / kMapGranularity, false), fd, serial};
@@ -234,9 +225,7 @@ snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
     protect_lock = std::unique_lock(protect_mutex_);
     if (device_code_running_ == 0) prot = PROT_NONE;
   }
-  const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
-  int fd;
-  void* p = map_shareable_pages(mapped, prot, serial, &fd);
+  void* p = map_pages(mapped, prot);  // private until exported (share)
   if (!p) {
     int err = errno;
     device->memory_used.fetch_sub(mapped, std::memory_order_relaxed);
@@ -247,7 +236,7 @@ snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
   {
     std::unique_lock lock(mutex_);
     allocations_[static_cast<char*>(p)] =
-        Allocation{static_cast<char*>(p), size, mapped, snpuMemoryTypeDevice, device, nullptr, fd, serial};
+        Allocation{static_cast<char*>(p), size, mapped, snpuMemoryTypeDevice, device};
   }
   stats::add_memory(device->counters(), static_cast<int64_t>(mapped));
   *out = p;
@@ -330,6 +319,80 @@ bool Memory::find(const void* ptr, Allocation* out) const {
   if (p >= a.base + a.size) return false;
   *out = a;
   return true;
+}
+
+snpuError_t Memory::share(const void* ptr, Allocation* out) {
+  if (find(ptr, out) && (out->fd >= 0 || out->type != snpuMemoryTypeDevice || out->imported)) return snpuSuccess;
+  std::lock_guard share_lock(share_mutex_);
+  if (!find(ptr, out)) return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the pointer is not device memory of snpuMalloc");
+  if (out->fd >= 0 || out->type != snpuMemoryTypeDevice || out->imported) return snpuSuccess;  // shared meanwhile
+  const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  const int fd = shared_memory_file(serial, out->mapped);
+  if (fd < 0)
+    return fail(snpuErrorNotPermitted, std::string("snpuIpcGetMemHandle: the host gives no shared memory file (memfd_create: ") +
+                                           std::strerror(errno) + ")");
+  void* copy = mmap(nullptr, out->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (copy == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
+    return fail(snpuErrorMemoryAllocation, "snpuIpcGetMemHandle: the host could not provide " + mib(out->mapped) + " of shared memory (" +
+                                               std::strerror(err) + ")");
+  }
+  // No device code runs from here until the memfd's pages replace the private ones at the same address: a kernel
+  // writing the allocation meanwhile would write the pages being replaced.
+  struct Hold {
+    Memory* m;
+    explicit Hold(Memory* memory) : m(memory) {
+      m->held_.store(true, std::memory_order_seq_cst);
+      while (m->device_code_.load(std::memory_order_seq_cst) != 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ~Hold() {
+      {
+        std::lock_guard lock(m->held_mutex_);
+        m->held_.store(false, std::memory_order_seq_cst);
+      }
+      m->held_cv_.notify_all();
+    }
+  } hold(this);
+  std::unique_lock<std::mutex> protect_lock;
+  if (protect_) protect_lock = std::unique_lock(protect_mutex_);
+  std::unique_lock lock(mutex_);
+  auto it = allocations_.find(out->base);
+  if (it == allocations_.end()) {  // freed by another thread meanwhile
+    munmap(copy, out->mapped);
+    close(fd);
+    return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the allocation was freed while it was exported");
+  }
+  Allocation& a = it->second;
+  if (protect_) mprotect(a.base, a.mapped, PROT_READ);  // no device code runs: it is PROT_NONE
+  std::memcpy(copy, a.base, a.mapped);
+  // mremap moves the memfd's mapping over the private one in one step; on failure the private one stays.
+  snpuError_t result = snpuSuccess;
+  if (mremap(copy, a.mapped, a.mapped, MREMAP_MAYMOVE | MREMAP_FIXED, a.base) == MAP_FAILED) {
+    result = fail(snpuErrorMemoryAllocation, std::string("snpuIpcGetMemHandle: moving the memory into shared memory failed: ") +
+                                                 std::strerror(errno));
+    munmap(copy, a.mapped);
+    close(fd);
+  } else {
+    a.fd = fd;
+    a.serial = serial;
+  }
+  if (protect_) mprotect(a.base, a.mapped, PROT_NONE);
+  *out = a;
+  return result;
+}
+
+void Memory::wait_while_held() {
+  // Steps out of device code (so share() can go on), waits for the hold to end, and enters again.
+  do {
+    device_code_.fetch_sub(1, std::memory_order_seq_cst);
+    {
+      std::unique_lock lock(held_mutex_);
+      held_cv_.wait(lock, [this] { return !held_.load(std::memory_order_seq_cst); });
+    }
+    device_code_.fetch_add(1, std::memory_order_seq_cst);
+  } while (held_.load(std::memory_order_seq_cst));
 }
 
 void Memory::set_device_code_running(int delta) {

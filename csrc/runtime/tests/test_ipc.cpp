@@ -147,6 +147,49 @@ TEST(Ipc, AnotherProcessSeesAndModifiesTheMemory) {
   ASSERT_SNPU(snpuFree(base));
 }
 
+// Memory is private until first exported, then moved into shared memory in place: kernels writing it on two streams
+// meanwhile lose nothing, and the importer sees every write.
+TEST(Ipc, TheFirstExportMovesTheMemoryWhileKernelsWriteIt) {
+  constexpr uint32_t kKernels = 400;
+  Importer child([](int in, int out) {
+    Message m;
+    if (!read_all(in, &m, sizeof(m))) return 1;
+    void* base = nullptr;
+    if (snpuIpcOpenMemHandle(&base, m.handle, 0) != snpuSuccess) return 2;
+    if (!holds(base, 0, kKernels)) return 3;
+    if (snpuIpcCloseMemHandle(base) != snpuSuccess) return 4;
+    return reply(out, 0) ? 0 : 5;
+  });
+  void* base = nullptr;
+  ASSERT_SNPU(snpuMalloc(&base, 8 << 20));
+  snpuStream_t streams[2];
+  for (auto& s : streams) ASSERT_SNPU(snpuStreamCreate(&s, 0));
+  auto* slots = static_cast<uint32_t*>(base);
+  Message m{};
+  for (uint32_t i = 0; i < kKernels; ++i) {
+    // Each kernel spends a little while before it writes its slot, so the export lands among running kernels.
+    ASSERT_SNPU(softnpu::test::launch(streams[i % 2], "writes_slot", [slots, i] {
+      volatile uint32_t spin = 0;
+      for (int k = 0; k < 2000; ++k) spin = spin + 1;
+      slots[i] = i;
+      return 0;
+    }));
+    if (i == kKernels / 4) {
+      ASSERT_SNPU(snpuIpcGetMemHandle(&m.handle, base));
+      snpuIpcMemHandle_t again;
+      ASSERT_SNPU(snpuIpcGetMemHandle(&again, base));  // already shared: the same handle
+      EXPECT_EQ(std::memcmp(&again, &m.handle, sizeof(again)), 0);
+    }
+  }
+  ASSERT_SNPU(snpuDeviceSynchronize());
+  EXPECT_TRUE(holds(base, 0, kKernels));
+  ASSERT_TRUE(child.send(&m, sizeof(m)));
+  EXPECT_EQ(child.status(), 0);
+  EXPECT_EQ(child.exit_status(), "exit 0");
+  for (auto& s : streams) ASSERT_SNPU(snpuStreamDestroy(s));
+  ASSERT_SNPU(snpuFree(base));
+}
+
 TEST(Ipc, TheMappingOutlivesTheExportersFreeButNewOpensFail) {
   Importer child([](int in, int out) {
     Message m;

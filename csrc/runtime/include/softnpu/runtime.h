@@ -285,8 +285,8 @@ typedef struct snpuPointerAttributes {
 /* SYNC. Attributes of any pointer, including interior pointers of an allocation. */
 SNPU_API snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const void* ptr);
 
-/* Interprocess memory, as CUDA's cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle. Device memory
- * from snpuMalloc lives in shared memory (a memfd per allocation), so another process of the same user can map it:
+/* Interprocess memory, as CUDA's cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle. Exported device
+ * memory lives in shared memory (a memfd per allocation), so another process of the same user can map it:
  * the handle names the whole allocation holding a pointer (callers send the pointer's offset in it alongside), and
  * the opener sees the same bytes at its own address. A handle stays valid while the exporter holds the allocation;
  * a mapping outlives the exporter's free of it (the memory goes when the last process unmaps it), but what the
@@ -298,7 +298,10 @@ typedef struct snpuIpcMemHandle {
   char reserved[SNPU_IPC_HANDLE_SIZE];
 } snpuIpcMemHandle_t;
 /* SYNC. A handle for the snpuMalloc allocation or the reservation containing ptr (interior pointers included).
- * snpuErrorInvalidPointer for a pointer that is not device memory, or that was itself opened from another process. */
+ * snpuErrorInvalidPointer for a pointer that is not device memory, or that was itself opened from another process;
+ * snpuErrorNotPermitted inside a kernel. The first export of an snpuMalloc allocation moves it into shared memory in
+ * place (same address, same bytes; private memory is cheaper to create, and few allocations are shared): it waits
+ * for the device code running at that moment on every device and holds new device code back while it copies. */
 SNPU_API snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr);
 /* SYNC. Maps another process's allocation: *ptr is its start here, device memory of the device with the exporter's
  * index (not accounted against its capacity: the exporter's). snpuErrorInvalidValue for a malformed handle or one
