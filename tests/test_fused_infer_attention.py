@@ -350,3 +350,38 @@ def test_fused_infer_attention_out_overload_and_workspace():
     with pytest.raises(RuntimeError, match="attention_out must be"):
         torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), attention_out=out[:1],
                                                           softmax_lse=lse, **kwargs)
+
+
+def test_fused_infer_attention_per_token_antiquant():
+    # antiquant_mode=1: an int8 cache with a float32 scale and offset per (batch, token), [2, B, KV_S] (key, value),
+    # or split (key per channel, value per token: the one mixed form torch_npu allows). The same attention as the
+    # cache dequantized, (kv + offset) * scale rounded to the query's dtype, given as float16 key/value.
+    torch.manual_seed(21)
+    b, n, skv, d = 2, 2, 9, 16
+    q = torch.randn(b, n, 1, d, dtype=torch.float16)
+    k8 = torch.randint(-128, 128, (b, n, skv, d), dtype=torch.int8)
+    v8 = torch.randint(-128, 128, (b, n, skv, d), dtype=torch.int8)
+    scale, offset = torch.rand(2, b, skv) * 0.02, torch.randint(-3, 4, (2, b, skv)).float()
+
+    def deq(x, s, o):
+        return ((x.float() + o[:, None, :, None]) * s[:, None, :, None]).half()
+
+    want, _ = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), deq(k8, scale[0], offset[0]).npu(), deq(v8, scale[1], offset[1]).npu(), num_heads=n,
+        input_layout="BNSD", scale=0.25)
+    got, _ = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), k8.npu(), v8.npu(), antiquant_scale=scale.npu(), antiquant_offset=offset.npu(), antiquant_mode=1,
+        num_heads=n, input_layout="BNSD", scale=0.25)
+    assert torch.equal(got.cpu(), want.cpu())
+    k_scale = (torch.rand(n * d) * 0.02).half()
+    want, _ = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), (k8.float() * k_scale.float().view(1, n, 1, d)).half().npu(), deq(v8, scale[1], offset[1]).npu(),
+        num_heads=n, input_layout="BNSD", scale=0.25)
+    got, _ = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), k8.npu(), v8.npu(), key_antiquant_scale=k_scale.npu(), value_antiquant_scale=scale[1].npu(),
+        value_antiquant_offset=offset[1].npu(), key_antiquant_mode=0, value_antiquant_mode=1, num_heads=n,
+        input_layout="BNSD", scale=0.25)
+    assert torch.equal(got.cpu(), want.cpu())
+    with pytest.raises(RuntimeError, match="npu_fused_infer_attention_score: antiquant modes 0 .* modes 2 to 5"):
+        torch_npu.npu_fused_infer_attention_score(q.npu(), k8.npu(), v8.npu(), antiquant_scale=scale.npu(),
+                                                  antiquant_mode=2, num_heads=n, input_layout="BNSD")

@@ -99,6 +99,7 @@ struct Call {
   double scale = 1.;
   std::string layout;
   bool lse = false;
+  bool key_per_token = false, value_per_token = false;  // antiquant mode 1: a scale per (batch, token)
 };
 
 // What the inputs describe. Varlen layouts (TND, NTD) are padded to b sequences of sq / skv.
@@ -315,12 +316,20 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
   if (given(c.quant_offset2))
     TORCH_CHECK(given(c.quant_scale2) && c.quant_offset2->sizes() == c.quant_scale2->sizes(), op,
                 ": quant_offset2 needs quant_scale2 of the same shape");
-  for (const Opt* s : {&c.key_scale, &c.value_scale, &c.key_offset, &c.value_offset})
-    if (given(*s))
-      TORCH_CHECK((*s)->numel() == 1 || (*s)->numel() == p.n2 * ((s == &c.value_scale || s == &c.value_offset)
-                                                                      ? p.dv : p.dq), op,
+  for (const Opt* s : {&c.key_scale, &c.value_scale, &c.key_offset, &c.value_offset}) {
+    if (!given(*s)) continue;
+    const bool value = s == &c.value_scale || s == &c.value_offset;
+    if (value ? c.value_per_token : c.key_per_token) {
+      TORCH_CHECK(!p.varlen && (*s)->dim() >= 2 && (*s)->size(-2) == p.b && (*s)->size(-1) >= p.skv &&
+                      (*s)->numel() == p.b * (*s)->size(-1), op,
+                  ": a per-token (antiquant mode 1) scale or offset must be (B, KV_S) or (1, B, KV_S) with B = ", p.b,
+                  " and KV_S >= ", p.skv, " (not with TND), got shape ", (*s)->sizes());
+    } else {
+      TORCH_CHECK((*s)->numel() == 1 || (*s)->numel() == p.n2 * (value ? p.dv : p.dq), op,
                   ": an antiquant scale or offset must be per tensor or per channel (num_key_value_heads * D "
                   "values), got shape ", (*s)->sizes());
+    }
+  }
   return p;
 }
 
@@ -370,13 +379,21 @@ at::Tensor dense_float(const at::Tensor& t) {
   return t.to(t.options().dtype(at::kFloat), false, false, c10::MemoryFormat::Contiguous);
 }
 
+// A per-token antiquant scale/offset ((B, S) or (1, B, S), S >= KV_S) as [B, 1, KV_S, 1].
+at::Tensor per_token(const at::Tensor& s, const Problem& p) {
+  return s.reshape({p.b, 1, -1, 1}).narrow(2, 0, p.skv);
+}
+
 at::Tensor dequantize(const at::Tensor& kv, const Opt& scale, const Opt& offset, const Problem& p, int64_t d,
-                      c10::ScalarType dtype) {
+                      bool token, c10::ScalarType dtype) {
   if (kv.scalar_type() != at::kChar) return dense_float(kv);
+  const auto shaped = [&](const at::Tensor& t) {
+    return token ? per_token(t.to(at::kFloat), p) : per_channel(t.to(at::kFloat), p.n2, d);
+  };
   at::Tensor x = kv.to(at::kFloat);
-  if (given(offset)) x = x + per_channel(offset->to(at::kFloat), p.n2, d);
+  if (given(offset)) x = x + shaped(*offset);
   // Rounded to the query's dtype, which the dequantized cache is in on the chip.
-  return (x * per_channel(scale->to(at::kFloat), p.n2, d)).to(dtype).to(at::kFloat);
+  return (x * shaped(*scale)).to(dtype).to(at::kFloat);
 }
 
 // True where a score is masked out: [B, 1 or N, Sq, Skv].
@@ -440,8 +457,8 @@ void check_compressed_mask(const Call& c) {
 std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto dtype = c.q.scalar_type();
   at::Tensor q = p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n);
-  at::Tensor k = dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, p, p.dq, dtype);
-  at::Tensor v = dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, p, p.dv, dtype);
+  at::Tensor k = dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, p, p.dq, c.key_per_token, dtype);
+  at::Tensor v = dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, p, p.dv, c.value_per_token, dtype);
   q = dense_float(q);
   if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
     const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
@@ -716,10 +733,15 @@ Call fused_call(FUSED_INFER_PARAMS) {
   refuse(key_shared_prefix, "key_shared_prefix", op);
   refuse(value_shared_prefix, "value_shared_prefix", op);
   refuse(key_rope_antiquant_scale, "key_rope_antiquant_scale (reserved by torch_npu)", op);
-  TORCH_CHECK(antiquant_mode == 0 && key_antiquant_mode == 0 && value_antiquant_mode == 0, op,
-              ": only the per-channel / per-tensor antiquant mode (0) is supported here, got antiquant_mode ",
-              antiquant_mode, ", key_antiquant_mode ", key_antiquant_mode, ", value_antiquant_mode ",
-              value_antiquant_mode);
+  // Modes 0 (per channel / per tensor) and 1 (per token); 2 to 5 (per head, paged scales) are not implemented.
+  TORCH_CHECK((antiquant_mode == 0 || antiquant_mode == 1) && (key_antiquant_mode == 0 || key_antiquant_mode == 1) &&
+                  (value_antiquant_mode == 0 || value_antiquant_mode == 1), op,
+              ": antiquant modes 0 (per channel / per tensor) and 1 (per token) are supported here; modes 2 to 5 "
+              "(per head, scales in pages) are not implemented; got antiquant_mode ", antiquant_mode,
+              ", key_antiquant_mode ", key_antiquant_mode, ", value_antiquant_mode ", value_antiquant_mode);
+  TORCH_CHECK(key_antiquant_mode == value_antiquant_mode || key_antiquant_mode == 0, op,
+              ": key_antiquant_mode and value_antiquant_mode must be equal, except key 0 with value 1; got ",
+              key_antiquant_mode, " and ", value_antiquant_mode);
   TORCH_CHECK(given(key_antiquant_scale) == given(value_antiquant_scale), op,
               ": key_antiquant_scale and value_antiquant_scale go together");
   TORCH_CHECK(!(given(antiquant_scale) && given(key_antiquant_scale)), op,
@@ -728,7 +750,10 @@ Call fused_call(FUSED_INFER_PARAMS) {
                        num_key_value_heads, scale, input_layout, block_size);
   if (given(antiquant_scale)) {
     split_antiquant(c, antiquant_scale, antiquant_offset);
+    c.key_per_token = c.value_per_token = antiquant_mode == 1;
   } else {
+    c.key_per_token = key_antiquant_mode == 1;
+    c.value_per_token = value_antiquant_mode == 1;
     c.key_scale = key_antiquant_scale;
     c.value_scale = value_antiquant_scale;
     c.key_offset = key_antiquant_offset;
