@@ -61,13 +61,8 @@ tsan: deps
 	$(CMAKE) --build build/tsan
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" $(CTEST) --test-dir build/tsan --output-on-failure
 
-# The fault-injection and cost-model tests run each in a pytest process of its own: after other tests in one process
-# they failed (a stream fault did not fire; a traced kernel had no estimate after the fault tests), an interaction
-# with earlier tests' device state not yet diagnosed.
-ISOLATED_TESTS := tests/test_faults.py tests/test_cost_model.py
 test-python: build
-	$(PY) -m pytest tests -q $(addprefix --ignore=,$(ISOLATED_TESTS))
-	for t in $(ISOLATED_TESTS); do $(PY) -m pytest $$t -q || exit 1; done
+	$(PY) -m pytest tests -q
 
 # The C++ example (examples/cpp): a libtorch program built with find_package(Torch) and find_package(softnpu) against
 # the installed packages, and run by ctest. The prefixes are read when the recipe runs, after `build`.
