@@ -7,8 +7,9 @@ while not paused, and all the flops seen since start() (paused or not); stop() t
 
 The count is the cost model's (csrc/backend/cost: the model FLOPs of each cube op, the figure the profiler's and the
 estimator's MFU divide by), so the two cannot disagree. Its formulas are torch.utils.flop_counter's: 2 flops per
-multiply-add of an op's products, attention without a causal discount, its backward with the scores' recomputation;
-npu_fusion_attention counts as scaled_dot_product_attention of the same shapes. Counting happens on the host when an op is launched, through a dispatch mode of the thread that called
+multiply-add of an op's products, attention without a causal discount, its backward with the scores' recomputation
+(5 products; torch_npu's adapter counts 4); npu_fusion_attention counts as scaled_dot_product_attention of the same
+shapes. Counting happens on the host when an op is launched, through a dispatch mode of the thread that called
 start() (the autograd engine's threads inherit it in backward)."""
 
 import functools
