@@ -385,3 +385,29 @@ def test_fused_infer_attention_per_token_antiquant():
     with pytest.raises(RuntimeError, match="npu_fused_infer_attention_score: antiquant modes 0 .* modes 2 to 5"):
         torch_npu.npu_fused_infer_attention_score(q.npu(), k8.npu(), v8.npu(), antiquant_scale=scale.npu(),
                                                   antiquant_mode=2, num_heads=n, input_layout="BNSD")
+
+
+def test_fused_infer_attention_left_padding():
+    # Left padding: batch b's tokens are rows [S - padding - length, S - padding) of query and key/value; the same
+    # attention as those rows moved to the start (right padding), the output back in place, zeros elsewhere.
+    torch.manual_seed(22)
+    b, n, sq, skv, d = 2, 2, 6, 8, 16
+    q, k, v = (torch.randn(b, n, s, d, dtype=torch.float16) for s in (sq, skv, skv))
+    qlen, kvlen, qpad, kvpad = [3, 4], [5, 6], 1, 2
+    got, lse = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), k.npu(), v.npu(), num_heads=n, input_layout="BNSD", scale=0.25, actual_seq_lengths=qlen,
+        actual_seq_lengths_kv=kvlen, query_padding_size=torch.tensor([qpad]).npu(),
+        kv_padding_size=torch.tensor([kvpad]).npu(), softmax_lse_flag=True)
+    got, lse = got.cpu(), lse.cpu()
+    for i in range(b):
+        qs, ks = sq - qpad - qlen[i], skv - kvpad - kvlen[i]
+        want, want_lse = torch_npu.npu_fused_infer_attention_score(
+            q[i:i + 1, :, qs:qs + qlen[i]].npu(), k[i:i + 1, :, ks:ks + kvlen[i]].npu(),
+            v[i:i + 1, :, ks:ks + kvlen[i]].npu(), num_heads=n, input_layout="BNSD", scale=0.25,
+            softmax_lse_flag=True)
+        assert torch.equal(got[i, :, qs:qs + qlen[i]], want.cpu()[0])
+        torch.testing.assert_close(lse[i, :, qs:qs + qlen[i]], want_lse.cpu()[0])
+        assert got[i, :, :qs].eq(0).all() and got[i, :, qs + qlen[i]:].eq(0).all()
+    with pytest.raises(RuntimeError, match="needs actual_seq_lengths_kv"):
+        torch_npu.npu_fused_infer_attention_score(q.npu(), k.npu(), v.npu(), num_heads=n, input_layout="BNSD",
+                                                  kv_padding_size=torch.tensor([1]).npu())

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "fused/common.h"
 
@@ -100,6 +101,7 @@ struct Call {
   std::string layout;
   bool lse = false;
   bool key_per_token = false, value_per_token = false;  // antiquant mode 1: a scale per (batch, token)
+  Opt query_padding, kv_padding;                         // left padding: int64, one value or one per batch
 };
 
 // What the inputs describe. Varlen layouts (TND, NTD) are padded to b sequences of sq / skv.
@@ -330,6 +332,17 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
                   "values), got shape ", (*s)->sizes());
     }
   }
+  for (const auto& [pad, lengths, name] : {std::tuple{&c.query_padding, &c.qlens, "query_padding_size"},
+                                           std::tuple{&c.kv_padding, &c.kvlens, "kv_padding_size"}}) {
+    if (!given(*pad)) continue;
+    TORCH_CHECK(pad->value().scalar_type() == at::kLong && (pad->value().numel() == 1 || pad->value().numel() == p.b),
+                op, ": ", name, " must be int64 with 1 or B = ", p.b, " values, got ", pad->value().scalar_type(), " ",
+                pad->value().sizes());
+    TORCH_CHECK(lengths->has_value(), op, ": ", name, " (left padding) needs ",
+                name[0] == 'q' ? "actual_seq_lengths" : "actual_seq_lengths_kv");
+    TORCH_CHECK(!p.paged && !p.varlen && !given(c.mask) && !given(c.pse), op, ": left padding (", name,
+                ") is supported here without block_table, TND, atten_mask and pse_shift");
+  }
   return p;
 }
 
@@ -453,12 +466,41 @@ void check_compressed_mask(const Call& c) {
               "diagonal=1) (True above the diagonal); the atten_mask given differs");
 }
 
+// Left padding: where each batch's actual tokens start, S - padding - length (torch_npu's "搬运起点"); 0 without.
+std::vector<int64_t> left_starts(const Opt& padding, const std::vector<int64_t>& lengths, int64_t s, const char* op) {
+  std::vector<int64_t> starts(lengths.size(), 0);
+  if (!given(padding)) return starts;
+  const at::Tensor pad = padding->to(at::kCPU).clamp_min(0).contiguous();  // negative paddings count as 0
+  for (size_t b = 0; b < starts.size(); ++b) {
+    starts[b] = s - pad.data_ptr<int64_t>()[pad.numel() == 1 ? 0 : b] - lengths[b];
+    TORCH_CHECK(starts[b] >= 0, op, ": left padding puts batch ", b, "'s ", lengths[b], " tokens before the start "
+                "of its ", s, " positions");
+  }
+  return starts;
+}
+
+// [B, N, S, D] with each batch's rows rotated by `starts` (rows start_b.. first), or back with `back`.
+at::Tensor rotate_rows(const at::Tensor& t, const std::vector<int64_t>& starts, bool back) {
+  if (std::all_of(starts.begin(), starts.end(), [](int64_t s) { return s == 0; })) return t;
+  const int64_t s = t.size(2);
+  const at::Tensor shift = at::tensor(starts, t.options().dtype(at::kLong)).view({-1, 1});
+  at::Tensor idx = at::arange(s, t.options().dtype(at::kLong)).view({1, -1});
+  idx = (back ? idx - shift + s : idx + shift).remainder(s);
+  return t.gather(2, idx.view({t.size(0), 1, s, 1}).expand(t.sizes()));
+}
+
 // attention_out [B, N, Sq, Dv] and softmax_lse [B, N, Sq, 1], float32.
 std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto dtype = c.q.scalar_type();
-  at::Tensor q = p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n);
-  at::Tensor k = dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, p, p.dq, c.key_per_token, dtype);
-  at::Tensor v = dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, p, p.dv, c.value_per_token, dtype);
+  // Left padding is brought to the right-padded form (actual tokens first), computed, and the output rotated back.
+  const auto q_starts = left_starts(p.sq > 1 ? c.query_padding : Opt(), p.qlen, p.sq, c.op);  // Q_S > 1 only
+  const auto kv_starts = left_starts(c.kv_padding, p.kvlen, p.skv, c.op);
+  at::Tensor q = rotate_rows(p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n), q_starts,
+                             false);
+  at::Tensor k = dequantize(rotate_rows(kv_bnsd(c.k, c, p), kv_starts, false), c.key_scale, c.key_offset, p, p.dq,
+                            c.key_per_token, dtype);
+  at::Tensor v = dequantize(rotate_rows(kv_bnsd(c.v, c, p), kv_starts, false), c.value_scale, c.value_offset, p,
+                            p.dv, c.value_per_token, dtype);
   q = dense_float(q);
   if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
     const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
@@ -497,7 +539,9 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   // A row with every key masked: zeros (the kernel gives them) and a log-sum-exp of -inf (no weight when ring
   // attention merges it).
   lse = lse.unsqueeze(-1).masked_fill_(masked.all(-1, /*keepdim=*/true), -kInf);
-  const auto unfold = [&](const at::Tensor& t) { return t.reshape({p.b, p.n, p.sq, t.size(3)}); };
+  const auto unfold = [&](const at::Tensor& t) {
+    return rotate_rows(t.reshape({p.b, p.n, p.sq, t.size(3)}), q_starts, true);
+  };
   return {unfold(out).narrow(-1, 0, p.dv), unfold(lse)};
 }
 
@@ -652,7 +696,6 @@ Call incre_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
                 int64_t inner_precise) {
   constexpr const char* op = "npu_incre_flash_attention";
   refuse(padding_mask, "padding_mask (reserved by torch_npu)", op);
-  refuse(kv_padding_size, "kv_padding_size (left padding)", op);
   refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
   refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
   refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
@@ -660,6 +703,7 @@ Call incre_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
                        num_key_value_heads, scale_value, input_layout, block_size);
   split_antiquant(c, antiquant_scale, antiquant_offset);
   c.kvlens = copy(actual_seq_lengths);  // the key/value lengths: the query has one token
+  c.kv_padding = kv_padding_size;
   return c;
 }
 
@@ -728,8 +772,6 @@ Call fused_call(FUSED_INFER_PARAMS) {
   refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
   refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
   refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
-  refuse(query_padding_size, "query_padding_size (left padding)", op);
-  refuse(kv_padding_size, "kv_padding_size (left padding)", op);
   refuse(key_shared_prefix, "key_shared_prefix", op);
   refuse(value_shared_prefix, "value_shared_prefix", op);
   refuse(key_rope_antiquant_scale, "key_rope_antiquant_scale (reserved by torch_npu)", op);
@@ -767,6 +809,8 @@ Call fused_call(FUSED_INFER_PARAMS) {
   c.next = next_tokens;
   c.sparse_mode = sparse_mode;
   c.lse = softmax_lse_flag;
+  c.query_padding = query_padding_size;
+  c.kv_padding = kv_padding_size;
   return c;
 }
 
