@@ -2,19 +2,18 @@
 // documents it: x = x1 + x2, rstd = 1 / sqrt(mean(x^2) + epsilon) over the trailing dims gamma covers (float32, those
 // dims kept as 1), y = x * rstd * gamma; y and x in x1's dtype.
 //
-// The kernel is one pass per row: the sum, its square sum and the scaled output, in float32, in parallel over rows,
-// where the composite (add, square, mean, rsqrt, two products, casts) makes six passes and as many temporaries.
+// The kernel is one pass over memory per row (rms_norm_kernel.cc): the sum, its square sum and the scaled output, in
+// float32 vectors, in parallel over rows, written into the outputs through the .out overload, where the composite
+// (add, cast, square, mean, rsqrt, two products, cast) makes eight passes and as many temporaries.
 // torch_npu has no backward for it; here it is differentiable through npu_rms_norm_backward (the gradient of y), plus
 // the gradient of x, both reaching x1 and x2.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
-#include <cmath>
-
 #include "fused/common.h"
+#include "fused/cpu_kernels.h"
 
 // torch_npu's schema (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
@@ -57,37 +56,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_meta(const at::Tenso
           at::empty(x1.sizes(), x1.options())};
 }
 
-// Writes y, rstd and x (contiguous, of the Meta kernel's shapes and dtypes).
+// Writes y, rstd and x (contiguous, of the Meta kernel's shapes and dtypes) in one pass over x1 and x2
+// (normalization/rms_norm_kernel.cc).
 void add_rms_norm_into(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& gamma, double epsilon,
                        at::Tensor& y, at::Tensor& rstd, at::Tensor& x) {
   const at::Tensor a = x1.contiguous(), b = x2.contiguous();
-  const at::Tensor g = gamma.to(at::kFloat).contiguous();
+  const at::Tensor g = gamma.to(compute_type(x1.scalar_type())).contiguous();
   const int64_t n = gamma.numel(), rows = x1.numel() / n;
-  const float* gp = g.const_data_ptr<float>();
-  float* rp = rstd.data_ptr<float>();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x1.scalar_type(), OP, [&] {
-    const scalar_t* ap = a.const_data_ptr<scalar_t>();
-    const scalar_t* bp = b.const_data_ptr<scalar_t>();
-    scalar_t* yp = y.data_ptr<scalar_t>();
-    scalar_t* xp = x.data_ptr<scalar_t>();
-    at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> row(n);
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t off = r * n;
-        float sq = 0.f;
-        for (int64_t i = 0; i < n; ++i) {
-          // x is returned in x1's dtype and normalized as stored, as the chip does.
-          const scalar_t s = static_cast<scalar_t>(static_cast<float>(ap[off + i]) + static_cast<float>(bp[off + i]));
-          xp[off + i] = s;
-          row[i] = static_cast<float>(s);
-          sq += row[i] * row[i];
-        }
-        const float inv = 1.f / std::sqrt(sq / static_cast<float>(n) + static_cast<float>(epsilon));
-        rp[r] = inv;
-        for (int64_t i = 0; i < n; ++i) yp[off + i] = static_cast<scalar_t>(row[i] * inv * gp[i]);
-      }
-    });
-  });
+  SOFTNPU_CPU_KERNEL(rms_norm, x1.scalar_type(), a.const_data_ptr(), b.const_data_ptr(), g.const_data_ptr(), epsilon,
+                     rows, n, y.data_ptr(), rstd.data_ptr(), x.data_ptr());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rms_norm_cpu(const at::Tensor& x1, const at::Tensor& x2,

@@ -1,19 +1,25 @@
 // npu_rotary_mul(x, r1, r2, rotary_mode='half') = x * r1 + rotate(x) * r2, r1 and r2 (cos and sin) broadcast to x.
 // rotate is torch_npu's: 'half' is rotate_half (the last dim's halves (a, b) become (-b, a), as in LLaMA),
 // 'interleave' rotates each pair (x0, x1) to (-x1, x0). The backward is npu_rotary_mul_backward -> (dx, dr1, dr2),
-// each gradient summed to its input's shape.
+// each gradient summed to its input's shape. Both are one pass over memory (rope_kernel.h) and have .out overloads,
+// through which the op path has them write into the device outputs.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/rotary/rope_kernel.h"
 
 // torch_npu's schemas (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') -> Tensor");
   m.def("npu_rotary_mul_backward(Tensor grad, Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') "
         "-> (Tensor, Tensor, Tensor)");
+  m.def("npu_rotary_mul.out(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', *, Tensor(a!) out) "
+        "-> Tensor(a!)");
+  m.def("npu_rotary_mul_backward.out(Tensor grad, Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', *, "
+        "Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))");
 }
 
 namespace softnpu::fused {
@@ -39,23 +45,38 @@ void check(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10:
               " must broadcast to x's shape ", x.sizes());
 }
 
-// rotate(x) and its transpose (the gradient through it).
-at::Tensor rotate(const at::Tensor& x, bool interleave) {
-  if (interleave) {
-    const auto pairs = x.unflatten(-1, {-1, 2});
-    return at::stack({-pairs.select(-1, 1), pairs.select(-1, 0)}, -1).flatten(-2);
-  }
-  const auto halves = x.chunk(2, -1);
-  return at::cat({-halves[1], halves[0]}, -1);
+// The kernels' block: the whole last dim for 'half', pairs for 'interleave'.
+int64_t block_of(const at::Tensor& x, c10::string_view mode, const char* op) {
+  return interleaved(mode, op) ? 2 : x.size(-1);
 }
 
-at::Tensor rotate_transposed(const at::Tensor& g, bool interleave) {
-  if (interleave) {
-    const auto pairs = g.unflatten(-1, {-1, 2});
-    return at::stack({pairs.select(-1, 1), -pairs.select(-1, 0)}, -1).flatten(-2);
+// r1 and r2 as the kernels take them: of one shape (their broadcast one when they differ).
+std::pair<at::Tensor, at::Tensor> tables(const at::Tensor& r1, const at::Tensor& r2) {
+  if (r1.sizes() == r2.sizes()) return {r1, r2};
+  const auto shape = at::infer_size(r1.sizes(), r2.sizes());
+  return {r1.expand(shape), r2.expand(shape)};
+}
+
+void forward_into(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode,
+                  const at::Tensor& y) {
+  const auto [c, s] = tables(r1, r2);
+  rope_forward(x, c, s, block_of(x, mode, "npu_rotary_mul"), y);
+}
+
+// dx, and dr1 and dr2 summed to r1's and r2's shapes.
+void backward_into(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2,
+                   c10::string_view mode, const at::Tensor& dx, const at::Tensor& dr1, const at::Tensor& dr2) {
+  const int64_t block = block_of(x, mode, "npu_rotary_mul_backward");
+  const at::Tensor g = grad.to(x.scalar_type());
+  if (r1.sizes() == r2.sizes()) {
+    rope_backward(g, r1, r2, x, block, dx, dr1, dr2);
+    return;
   }
-  const auto halves = g.chunk(2, -1);
-  return at::cat({halves[1], -halves[0]}, -1);
+  const auto [c, s] = tables(r1, r2);
+  const at::Tensor dc = at::empty(c.sizes(), r1.options()), ds = at::empty(s.sizes(), r2.options());
+  rope_backward(g, c, s, x, block, dx, dc, ds);
+  dr1.copy_(dc.sum_to_size(r1.sizes()));
+  dr2.copy_(ds.sum_to_size(r2.sizes()));
 }
 
 at::Tensor rotary_meta(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode) {
@@ -64,10 +85,18 @@ at::Tensor rotary_meta(const at::Tensor& x, const at::Tensor& r1, const at::Tens
 }
 
 at::Tensor rotary_cpu(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode) {
+  at::Tensor y = rotary_meta(x, r1, r2, mode);
+  forward_into(x, r1, r2, mode, y);
+  return y;
+}
+
+at::Tensor& rotary_out(const at::Tensor& x, const at::Tensor& r1, const at::Tensor& r2, c10::string_view mode,
+                       at::Tensor& out) {
   check(x, r1, r2, mode, "npu_rotary_mul");
-  const auto acc = compute_type(x.scalar_type());
-  const at::Tensor xf = x.to(acc);
-  return (xf * r1.to(acc) + rotate(xf, interleaved(mode, "npu_rotary_mul")) * r2.to(acc)).to(x.scalar_type());
+  TORCH_CHECK(out.sizes() == x.sizes() && out.scalar_type() == x.scalar_type(),
+              "npu_rotary_mul.out: out must have x's shape and dtype");
+  forward_into(x, r1, r2, mode, out);
+  return out;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> rotary_backward_meta(const at::Tensor& grad, const at::Tensor& x,
@@ -83,16 +112,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> rotary_backward_meta(const at::Te
 std::tuple<at::Tensor, at::Tensor, at::Tensor> rotary_backward_cpu(const at::Tensor& grad, const at::Tensor& x,
                                                                    const at::Tensor& r1, const at::Tensor& r2,
                                                                    c10::string_view mode) {
-  check(x, r1, r2, mode, "npu_rotary_mul_backward");
-  TORCH_CHECK(grad.sizes() == x.sizes(), "npu_rotary_mul_backward: grad's shape ", grad.sizes(), " must equal x's ",
-              x.sizes());
-  const bool interleave = interleaved(mode, "npu_rotary_mul_backward");
-  const auto acc = compute_type(x.scalar_type());
-  const at::Tensor g = grad.to(acc), xf = x.to(acc);
-  at::Tensor dx = g * r1.to(acc) + rotate_transposed(g * r2.to(acc), interleave);
-  at::Tensor dr1 = at::sum_to(g * xf, r1.sizes());
-  at::Tensor dr2 = at::sum_to(g * rotate(xf, interleave), r2.sizes());
-  return {dx.to(x.scalar_type()), dr1.to(r1.scalar_type()), dr2.to(r2.scalar_type())};
+  auto [dx, dr1, dr2] = rotary_backward_meta(grad, x, r1, r2, mode);
+  backward_into(grad, x, r1, r2, mode, dx, dr1, dr2);
+  return {std::move(dx), std::move(dr1), std::move(dr2)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> rotary_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                                                      const at::Tensor& r1, const at::Tensor& r2,
+                                                                      c10::string_view mode, at::Tensor& out0,
+                                                                      at::Tensor& out1, at::Tensor& out2) {
+  rotary_backward_meta(grad, x, r1, r2, mode);
+  TORCH_CHECK(out0.sizes() == x.sizes() && out0.scalar_type() == x.scalar_type() && out1.sizes() == r1.sizes() &&
+                  out1.scalar_type() == r1.scalar_type() && out2.sizes() == r2.sizes() &&
+                  out2.scalar_type() == r2.scalar_type(),
+              "npu_rotary_mul_backward.out: out0, out1 and out2 must have the shapes and dtypes of dx, dr1 and dr2");
+  backward_into(grad, x, r1, r2, mode, out0, out1, out2);
+  return {out0, out1, out2};
 }
 
 using RotarySig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view);
@@ -135,6 +170,8 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_rotary_mul", rotary_cpu);
   m.impl("npu_rotary_mul_backward", rotary_backward_cpu);
+  m.impl("npu_rotary_mul.out", rotary_out);
+  m.impl("npu_rotary_mul_backward.out", rotary_backward_out);
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_rotary_mul", rotary_autograd); }

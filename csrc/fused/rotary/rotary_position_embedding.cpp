@@ -3,9 +3,9 @@
 // each half of the last dim). cos and sin broadcast to x (11SD, B1SD, BNSD, 1S1D, ...). One pass over x
 // (rope_kernel.h), where the composite makes five (chunk/cat, two products, the sum). Backward:
 // npu_rotary_position_embedding_backward(grad, cos, sin, x, mode) -> (dx, dcos, dsin), dx = grad * cos +
-// rotate^T(grad * sin), dcos and dsin reduced to cos's and sin's shapes.
+// rotate^T(grad * sin), dcos and dsin reduced to cos's and sin's shapes, one pass over grad (and x). Both have .out
+// overloads, through which the op path has them write into the device outputs.
 #include <ATen/ATen.h>
-#include <ATen/ExpandUtils.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -20,6 +20,8 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "-> Tensor(a!)");
   m.def("npu_rotary_position_embedding_backward(Tensor grad, Tensor cos, Tensor sin, Tensor? self=None, int mode=0) "
         "-> (Tensor, Tensor, Tensor)");
+  m.def("npu_rotary_position_embedding_backward.out(Tensor grad, Tensor cos, Tensor sin, Tensor? self=None, "
+        "int mode=0, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))");
 }
 
 namespace softnpu::fused {
@@ -60,14 +62,6 @@ at::Tensor& rope_out(const at::Tensor& x, const at::Tensor& cos, const at::Tenso
   return out;
 }
 
-// rotate(t) and its transpose, as ATen ops over blocks of the last dim.
-at::Tensor rotate(const at::Tensor& t, int64_t block, bool transpose) {
-  const auto parts = t.unflatten(-1, {t.size(-1) / block, 2, block / 2}).unbind(-2);
-  const at::Tensor a = parts[0], b = parts[1];
-  const at::Tensor out = transpose ? at::stack({b, -a}, -2) : at::stack({-b, a}, -2);
-  return out.flatten(-3);
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_meta(const at::Tensor& grad, const at::Tensor& cos,
                                                              const at::Tensor& sin, const std::optional<at::Tensor>& x,
                                                              int64_t mode) {
@@ -80,15 +74,26 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_meta(const at::Tensor& g
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_cpu(const at::Tensor& grad, const at::Tensor& cos,
                                                             const at::Tensor& sin, const std::optional<at::Tensor>& x,
                                                             int64_t mode) {
+  auto [dx, dcos, dsin] = backward_meta(grad, cos, sin, x, mode);
+  rope_backward(grad, cos, sin, x, block_of(grad, cos, sin, mode, "npu_rotary_position_embedding_backward"), dx, dcos,
+                dsin);
+  return {std::move(dx), std::move(dcos), std::move(dsin)};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> backward_out(const at::Tensor& grad, const at::Tensor& cos,
+                                                               const at::Tensor& sin,
+                                                               const std::optional<at::Tensor>& x, int64_t mode,
+                                                               at::Tensor& out0, at::Tensor& out1, at::Tensor& out2) {
   const int64_t block = block_of(grad, cos, sin, mode, "npu_rotary_position_embedding_backward");
-  const auto acc = compute_type(grad.scalar_type());
-  const at::Tensor g = grad.to(acc);
-  const at::Tensor dx = (g * cos.to(acc) + rotate(g * sin.to(acc), block, true)).to(grad.scalar_type());
-  if (!given(x)) return {dx, at::empty({0}, cos.options()), at::empty({0}, sin.options())};
-  const at::Tensor xf = x->to(acc);
-  const at::Tensor dcos = at::sum_to(g * xf, cos.sizes()).to(cos.scalar_type());
-  const at::Tensor dsin = at::sum_to(g * rotate(xf, block, false), sin.sizes()).to(sin.scalar_type());
-  return {dx, dcos, dsin};
+  const std::vector<int64_t> table = given(x) ? cos.sizes().vec() : std::vector<int64_t>{0};
+  TORCH_CHECK(out0.sizes() == grad.sizes() && out0.scalar_type() == grad.scalar_type() &&
+                  out1.sizes() == c10::IntArrayRef(table) && out1.scalar_type() == cos.scalar_type() &&
+                  out2.sizes() == c10::IntArrayRef(table) &&
+                  out2.scalar_type() == sin.scalar_type(),
+              "npu_rotary_position_embedding_backward.out: out0, out1 and out2 must have the shapes and dtypes of dx, "
+              "dcos and dsin");
+  rope_backward(grad, cos, sin, x, block, out0, out1, out2);
+  return {out0, out1, out2};
 }
 
 using RopeSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t);
@@ -135,6 +140,7 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_rotary_position_embedding", rope_cpu);
   m.impl("npu_rotary_position_embedding.out", rope_out);
   m.impl("npu_rotary_position_embedding_backward", backward_cpu);
+  m.impl("npu_rotary_position_embedding_backward.out", backward_out);
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_rotary_position_embedding", rope_autograd); }
