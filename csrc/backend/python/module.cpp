@@ -21,6 +21,7 @@
 #include "backend/interrupt.h"
 #include "backend/python/format.h"
 #include "backend/python/ipc.h"
+#include "backend/python/ipc_event.h"
 #include "backend/npu_error.h"
 #include "backend/ops/compiled_kernel.h"
 #include "backend/overflow.h"
@@ -325,6 +326,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_init", [] { init_runtime(); });
   register_ipc_bindings(m);     // _share_npu_, _new_shared_npu, _release_ipc_counter, _ipc_collect
+  register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
   register_format_bindings(m);  // format.cpp reads torch.npu.config.allow_internal_format through it
   m.def("_cpp_meta_ops", [] { return cpp_meta_ops(); });  // the overloads inferred without Python (tests)
   m.def("_device_count", [] { return static_cast<int>(device_count()); });

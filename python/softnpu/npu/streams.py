@@ -63,24 +63,76 @@ class Stream(torch.Stream):
 
 
 class Event(torch.Event):
-    """A marker in a stream: completes when the work queued before it does; carries a timestamp if enable_timing."""
+    """A marker in a stream: completes when the work queued before it does; carries a timestamp if enable_timing.
+    interprocess=True: shareable with other processes (ipc_handle / from_ipc_handle, and through torch.multiprocessing
+    queues), as CUDA's interprocess events; such an event has no timing."""
+
+    _ipc = None  # the interprocess event (softnpu._C._IpcEvent) of an interprocess one
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        if interprocess:
-            raise NotImplementedError("npu events cannot be shared between processes")
+        if interprocess and enable_timing:
+            raise RuntimeError("Parameter interprocess cannot be specified together with other parameters.")
         _lazy_init()
-        return super().__new__(cls, device=torch.device("npu", _C._current_device()), enable_timing=enable_timing,
+        self = super().__new__(cls, device=torch.device("npu", _C._current_device()), enable_timing=enable_timing,
                                blocking=blocking)
+        if interprocess:
+            self._ipc = _C._IpcEvent(_C._current_device())
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        # An interprocess event belongs to its device from the start (torch.Event's says npu until recorded).
+        return torch.device("npu", self._ipc.device) if self._ipc is not None else super().device
+
+    @classmethod
+    def from_ipc_handle(cls, device: Any, handle: bytes) -> "Event":
+        """The interprocess event another process exported with ipc_handle(), used on `device`."""
+        _lazy_init()
+        index = _device_index(device, optional=True)
+        if index < 0:
+            index = _C._current_device()
+        self = super().__new__(cls, device=torch.device("npu", index))
+        self._ipc = _C._IpcEvent.open(index, handle)
+        return self
+
+    def ipc_handle(self) -> bytes:
+        """64 bytes that another process of the same user turns into this event with Event.from_ipc_handle."""
+        if self._ipc is None:
+            raise RuntimeError("ipc_handle: the event was not created with interprocess=True")
+        return self._ipc.handle()
 
     def record(self, stream: Optional[torch.Stream] = None) -> None:
-        super().record(current_stream() if stream is None else stream)
+        stream = current_stream() if stream is None else stream
+        if self._ipc is not None:
+            self._ipc.record(stream.stream_id, stream.device_index)
+        else:
+            super().record(stream)
 
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        super().wait(current_stream() if stream is None else stream)
+        stream = current_stream() if stream is None else stream
+        if self._ipc is not None:
+            self._ipc.wait(stream.stream_id, stream.device_index)
+        else:
+            super().wait(stream)
+
+    def query(self) -> bool:
+        return self._ipc.query() if self._ipc is not None else super().query()
+
+    def synchronize(self) -> None:
+        if self._ipc is not None:
+            self._ipc.synchronize()
+        else:
+            super().synchronize()
 
     def elapsed_time(self, end_event: "Event") -> float:
         """Milliseconds between this event and end_event (both recorded, completed, and with enable_timing)."""
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
+    def __reduce__(self):
+        # torch.multiprocessing sends an interprocess event by its handle (torch's reduce_event, for npu).
+        if self._ipc is None:
+            raise RuntimeError("only an npu Event created with interprocess=True can be sent to another process")
+        return Event.from_ipc_handle, (self.device, self.ipc_handle())
 
     def __repr__(self) -> str:
         return f"<torch.npu.Event {self.event_id:#x}>" if self.event_id else "<torch.npu.Event uninitialized>"
