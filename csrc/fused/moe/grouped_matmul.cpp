@@ -27,6 +27,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
+
+#include <atomic>
 #include <torch/library.h>
 
 #include "fused/common.h"
@@ -475,10 +477,11 @@ at::Tensor antiquantize(const Gmm& p, int64_t e) {
   return p.bias.empty() ? v : v.to(at::kFloat);
 }
 
-// The tiles' rows: about eight tiles per compute thread over the op's rows, so unequal groups still balance.
+// The tiles' rows: about four tiles per compute thread over the op's rows (each tile's GEMM packs the group's
+// weight again, so not many more), handed out largest first to whichever thread is free.
 int64_t tile_rows(int64_t total_rows) {
-  const int64_t per = total_rows / (8 * std::max(1, at::get_num_threads()));
-  return std::clamp<int64_t>(per, 64, 1024);
+  const int64_t per = total_rows / (4 * std::max(1, at::get_num_threads()));
+  return std::clamp<int64_t>(per, 128, 1024);
 }
 
 void add_tiles(std::vector<Tile>& tiles, const Tile& group, int64_t rows_per_tile) {
@@ -548,9 +551,13 @@ std::vector<at::Tensor> compute(Gmm& p, std::vector<at::Tensor> ys) {
     }
     add_tiles(tiles, g, per_tile);
   }
-  // One GEMM per tile on one thread (ATen's GEMMs run single-threaded inside a parallel region).
-  at::parallel_for(0, static_cast<int64_t>(tiles.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
+  // One GEMM per tile on one thread (ATen's GEMMs run single-threaded inside a parallel region), the largest tiles
+  // first, each thread taking the next tile when it is done (groups of unequal sizes balance).
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.y.size(0) > b.y.size(0); });
+  std::atomic<size_t> next{0};
+  const int64_t workers = std::min<int64_t>(at::get_num_threads(), static_cast<int64_t>(tiles.size()));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    for (size_t i = next++; i < tiles.size(); i = next++) {
       switch (p.form) {
         case Form::kFloat: float_product(tiles[i], p.act_type); break;
         case Form::kAntiquant: antiquant_product(tiles[i], p.act_type); break;

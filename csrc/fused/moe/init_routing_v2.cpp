@@ -258,9 +258,17 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
     for (int64_t p = 0; p < s.available; ++p)
       ri[s.pairs[p]] = static_cast<int32_t>(r.drop_pad ? dest[p] : p);
   }
-  // Rows: zeros where nothing is routed, then one copied or quantized row per routed pair, in parallel.
-  expanded_x.zero_();
+  // Rows: one copied or quantized row per routed pair, in parallel; zeros only where nothing is routed (the rows
+  // past the routed ones, or each expert's unfilled slots), so every byte of expanded_x is written once.
   expanded_scale.zero_();
+  const at::Tensor rows2d = expanded_x.view({-1, r.h});
+  if (r.drop_pad) {
+    for (int64_t j = 0; j < experts; ++j)
+      if (s.counts[j] < r.capacity)
+        rows2d.narrow(0, j * r.capacity + s.counts[j], r.capacity - s.counts[j]).zero_();
+  } else if (s.available < r.rows) {
+    rows2d.narrow(0, s.available, r.rows - s.available).zero_();
+  }
   const at::Tensor xc = x.contiguous();
   const at::Tensor smooth = r.quant == kDynamic && given(scale) ? scale->contiguous() : at::Tensor();
   const at::Tensor token_scale = r.quant == kUnquantized && given(scale) ? scale->contiguous() : at::Tensor();
