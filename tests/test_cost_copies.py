@@ -92,6 +92,31 @@ def test_kernel_details_carries_the_copies_estimates(tmp_path):
     assert all(float(r[cost.ESTIMATE_ARG]) > 0 for r in rows if r["Accelerator Core"] == "AI_CORE")
 
 
+def test_a_memset_is_estimated_as_its_bytes_written_on_hbm(tmp_path):
+    import acl  # pyACL: torch's ops issue no memsets, aclrtMemset does
+
+    ret = acl.init()
+    assert ret in (0, 100002)  # ACL_ERROR_REPEAT_INITIALIZE: initialized earlier in this process
+    assert acl.rt.set_device(0) == 0
+    size = 64 << 20
+    ptr, err = acl.rt.malloc(size, 0)
+    assert err == 0
+    try:
+        with torch.profiler.profile(activities=ACTIVITIES) as prof:
+            assert acl.rt.memset(ptr, size, 0, size) == 0
+            torch.npu.synchronize()
+    finally:
+        acl.rt.free(ptr)
+        if ret == 0:
+            acl.finalize()
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    (memset,) = [e["args"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "gpu_memset"]
+    # Written once: as much HBM traffic as a device copy of half its size (read and written).
+    assert memset["bytes"] == size
+    assert memset[cost.ESTIMATE_ARG] == pytest.approx(cost.estimate_copy(size / 2, "DtoD").us)
+
+
 def test_the_soc_table_gives_each_chip_its_host_link_with_a_source():
     from softnpu import _C
 

@@ -372,6 +372,10 @@ Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind, bool pagea
   return e;
 }
 
+Estimate estimate_memset(const Chip& chip, double bytes) {
+  return roofline(Unit::kCopy, 0, 0, bytes, memory_us(chip, bytes));
+}
+
 Estimate estimate_collective(const Chip& chip, Collective kind, double bytes, int ranks, Link link) {
   TORCH_CHECK(ranks >= 1, "a collective needs at least one rank, got ", ranks);
   Estimate e;

@@ -84,6 +84,9 @@ enum class CopyKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 // pageable: the host side is not pinned, so the copy also goes through a host staging buffer (H2D and D2H only).
 Estimate estimate_copy(const Chip& chip, double bytes, CopyKind kind, bool pageable = false);
 
+// A memset: its bytes written once on HBM.
+Estimate estimate_memset(const Chip& chip, double bytes);
+
 enum class Collective : uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll, kSendRecv };
 // The links a collective runs over: HCCS within a server (or an A3 supernode), RoCE between servers.
 enum class Link : uint8_t { kHccs, kRoce };

@@ -44,8 +44,11 @@ ActivityType record_type(const char* name) {
   return ActivityType::CONCURRENT_KERNEL;
 }
 
-// A copy's estimate on the SoC, from what its record says (bytes, direction, pinning); none for host-to-host copies.
+// A copy's or memset's estimate on the SoC, from what its record says (bytes, direction, pinning); none for
+// host-to-host copies.
 std::optional<cost::Estimate> copy_estimate(const snpuActivityRecord& r) {
+  if (record_type(r.name) == ActivityType::GPU_MEMSET)
+    return cost::estimate_memset(cost::selected_chip(), static_cast<double>(r.bytes));
   cost::CopyKind kind;
   switch (r.copy_kind) {
     case snpuMemcpyHostToDevice: kind = cost::CopyKind::kHostToDevice; break;
@@ -136,13 +139,13 @@ void Session::processTrace(libkineto::ActivityLogger& logger, libkineto::getLink
       link_flow(act, launch, /*start=*/false);
       executed.insert(launch);
     }
-    // The estimate: a kernel's was made at its launch; a copy's comes from its record (a copy inside a kernel's launch
-    // gets its own), under an id of its own, as Kineto's CUDA memcpy events carry their bytes.
+    // The estimate: a kernel's was made at its launch; a copy's or memset's comes from its record (one inside a
+    // kernel's launch gets its own), under an id of its own, as Kineto's CUDA memcpy events carry their bytes.
     std::optional<cost::Estimate> estimate;
     uint64_t estimate_id = launch;
-    if (type == ActivityType::GPU_MEMCPY) {
+    if (type == ActivityType::GPU_MEMCPY || type == ActivityType::GPU_MEMSET) {
       act.addMetadata("bytes", r.bytes);
-      if (r.copy_kind != snpuMemcpyDeviceToDevice)
+      if (type == ActivityType::GPU_MEMCPY && r.copy_kind != snpuMemcpyDeviceToDevice)
         act.addMetadataQuoted("host memory", r.pageable ? "pageable" : "pinned");
       estimate = copy_estimate(r);
       estimate_id = next_launch_sequence();
