@@ -143,6 +143,56 @@ def _apply_rope_composite(q, k, cos, sin):
     k.copy_(_rope_composite(k, cos, sin))
 
 
+# RMSNorm at LLaMA's hidden size (2048 tokens x 4096); the composite is transformers' LlamaRMSNorm. The training rows
+# time forward and backward (the gradient of the input and of the weight), the composite's through autograd.
+def _rms_norm_make(d, dtype=torch.bfloat16):
+    return torch.randn(2048, 4096, device=d, dtype=dtype), torch.randn(4096, device=d, dtype=dtype)
+
+
+def _rms_norm_composite(x, gamma):  # LlamaRMSNorm.forward
+    xf = x.float()
+    return gamma * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def _rms_norm_train_make(d):
+    x, gamma = _rms_norm_make(d)
+    return x.requires_grad_(), gamma.requires_grad_(), torch.randn_like(x)
+
+
+def _add_rms_norm_train_make(d):
+    x1, gamma = _rms_norm_make(d)
+    return x1.requires_grad_(), torch.randn_like(x1).requires_grad_(), gamma.requires_grad_(), torch.randn_like(x1)
+
+
+def _add_rms_norm_train_fused(x1, x2, gamma, dy):
+    torch_npu.npu_add_rms_norm(x1, x2, gamma)[0].backward(dy)
+
+
+def _add_rms_norm_train_composite(x1, x2, gamma, dy):
+    _rms_norm_composite(x1 + x2, gamma).backward(dy)
+
+
+def _rope_f32_make(d):
+    return tuple(t.float() for t in _rope_make(d))
+
+
+def _rope_train_make(d):
+    x, cos, sin = _rope_make(d)
+    return x.requires_grad_(), cos, sin, torch.randn_like(x)
+
+
+def _rope_train_fused(x, cos, sin, dy):
+    torch_npu.npu_rotary_position_embedding(x, cos, sin, 0).backward(dy)
+
+
+def _rotary_mul_train_fused(x, cos, sin, dy):
+    torch_npu.npu_rotary_mul(x, cos, sin).backward(dy)
+
+
+def _rope_train_composite(x, cos, sin, dy):
+    _rope_composite(x, cos, sin).backward(dy)
+
+
 # AdamW over all parameters: 24 tensors, 6.3M elements (a small model), one step each.
 SIZES = [(512, 512)] * 16 + [(2048, 512)] * 4 + [(512,)] * 4
 
@@ -273,6 +323,17 @@ FUSED_OPS = {
     "npu_rotary_position_embedding (4x512x8x128 bf16)": (
         _rope_make, lambda x, c, s: torch_npu.npu_rotary_position_embedding(x, c, s, 0), _rope_composite),
     "npu_apply_rotary_pos_emb (q 8 heads, k 2, bf16)": (_apply_rope_make, _apply_rope_fused, _apply_rope_composite),
+    "npu_rms_norm (2048x4096 bf16)": (_rms_norm_make, lambda x, g: torch_npu.npu_rms_norm(x, g)[0],
+                                      _rms_norm_composite),
+    "npu_rms_norm fwd+bwd (2048x4096 bf16)": (
+        _rms_norm_train_make, lambda x, g, dy: torch_npu.npu_rms_norm(x, g)[0].backward(dy),
+        lambda x, g, dy: _rms_norm_composite(x, g).backward(dy)),
+    "npu_add_rms_norm fwd+bwd (2048x4096 bf16)": (
+        _add_rms_norm_train_make, _add_rms_norm_train_fused, _add_rms_norm_train_composite),
+    "npu_rotary_position_embedding fwd+bwd (4x512x8x128 bf16)": (
+        _rope_train_make, _rope_train_fused, _rope_train_composite),
+    "npu_rotary_mul (4x512x8x128 fp32)": (_rope_f32_make, torch_npu.npu_rotary_mul, _rope_composite),
+    "npu_rotary_mul fwd+bwd (4x512x8x128 bf16)": (_rope_train_make, _rotary_mul_train_fused, _rope_train_composite),
     "npu_apply_adam_w (24 params, 6.3M elements)": (_adam_make, _adam_fused, _adam_composite),
     "npu_scaled_masked_softmax (4x8x256x256 bf16)": (
         _softmax_make, lambda x, m: torch_npu.npu_scaled_masked_softmax(x, m, 0.125), _softmax_composite),
