@@ -139,5 +139,14 @@ fuzz: build
 deepspeed-npu: build
 	$(PY) tests/clients/deepspeed_npu/run.py
 
+# MindSpeed's op builders (tests/clients/mindspeed_ops; not on PyPI: MINDSPEED_SOURCE names a checkout or git clone):
+# every builder's C++ compiled (-fsyntax-only) against torch_npu's headers with its own flags, the aclnn operators it
+# calls looked up in libopapi.so, then the MoE permute/unpermute and rotary builders built by MindSpeed's load() and
+# run against the CPU (also tests/test_mindspeed_ops.py when MINDSPEED_SOURCE is set).
+.PHONY: mindspeed-ops
+mindspeed-ops: build
+	@test -n "$(MINDSPEED_SOURCE)" || { echo "make mindspeed-ops MINDSPEED_SOURCE=<MindSpeed checkout or clone>"; exit 2; }
+	$(PY) tests/clients/mindspeed_ops/run.py --source $(MINDSPEED_SOURCE)
+
 clean:
 	rm -rf build
