@@ -104,6 +104,8 @@ class AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction> 
     auto [y, rstd, x] = op.call(x1, x2, gamma, epsilon);
     ctx->save_for_backward({x, gamma, rstd});
     ctx->mark_non_differentiable({rstd});
+    // An unused output's gradient stays undefined rather than a tensor of zeros added to dx (a pass over x).
+    ctx->set_materialize_grads(false);
     return {y, rstd, x};
   }
 
@@ -111,8 +113,9 @@ class AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction> 
                                                  torch::autograd::variable_list grads) {
     static const auto op = npu_op<RmsNormBackwardSig>("npu::npu_rms_norm_backward");
     const auto s = ctx->get_saved_variables();
-    auto [dx, dgamma] = op.call(grads[0], s[0], s[1], s[2]);
-    const at::Tensor d = dx + grads[2];
+    at::Tensor d, dgamma;
+    if (grads[0].defined()) std::tie(d, dgamma) = op.call(grads[0], s[0], s[1], s[2]);
+    if (grads[2].defined()) d = d.defined() ? d + grads[2] : grads[2];
     return {d, d, dgamma, at::Tensor()};
   }
 };
