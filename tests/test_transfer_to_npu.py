@@ -272,7 +272,7 @@ def test_streams_events_and_memory():
         out["result"] = abs(y.item() - (x.cpu() @ x.cpu()).sum().item()) <= 1e-3 * abs(y.item()) + 1e-2
 
         before = torch.cuda.memory_allocated()
-        block = torch.empty(1 << 20, device="cuda")  # 4 MiB
+        block = torch.empty(1 << 20, device="cuda")  # 4 MiB: a block of 4 MiB + 512 (torch_npu's 32-byte pad)
         out["memory_allocated grew by"] = torch.cuda.memory_allocated() - before
         out["memory_allocated('cuda:1')"] = torch.cuda.memory_allocated("cuda:1")
         out["max >= allocated"] = torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated()
@@ -292,7 +292,7 @@ def test_streams_events_and_memory():
     """)
     assert out == {"Stream is torch.npu.Stream": True, "Stream(device='cuda:1')": "npu:1",
                    "current_stream('cuda:1')": "npu:1", "current stream in the context": True,
-                   "events": [True, True], "result": True, "memory_allocated grew by": 4 << 20,
+                   "events": [True, True], "result": True, "memory_allocated grew by": (4 << 20) + 512,
                    "memory_allocated('cuda:1')": 0, "max >= allocated": True, "freed": True,
                    "set_device('cuda:1')": 1, "with torch.cuda.device(0)": 0, "manual_seed": True}
 
@@ -452,6 +452,20 @@ def test_memory_debugging_and_legacy_types():
     """)
     assert out == {"block recorded": True, "memory is a module": True, "FloatTensor": ["npu:0", True],
                    "fraction": 0.5, "hf32": False}
+
+
+def test_amp_submodules_and_profiler_kernels_are_npu_ones():
+    out = run_cuda("""
+        import torch_npu
+        from torch.autograd.profiler_util import Kernel
+        out = {name: getattr(torch.cuda.amp, name) is getattr(torch_npu.npu.amp, name)
+               for name in ("autocast_mode", "common", "grad_scaler")}
+        out["amp available"] = not torch.cuda.amp.common.amp_definitely_not_available()
+        out["Kernel"] = Kernel("model_inference", "cuda", 11).device
+        print(json.dumps(out))
+    """)
+    assert out == {"autocast_mode": True, "common": True, "grad_scaler": True, "amp available": True,
+                   "Kernel": "npu"}
 
 
 def test_cuda_generators_events_streams_and_device_module():

@@ -13,8 +13,9 @@ tensors, dtypes, file names) passes through untouched. What is patched:
 - ``torch.cuda``: every function and class of torch.npu's API replaces CUDA's of the same name (is_available,
   device_count, current_device, set_device, synchronize, Stream, Event, stream, current_stream, the memory
   functions, manual_seed(_all), get/set_rng_state, ...), its functions translating their device argument;
-  ``torch.cuda.amp`` is torch.npu.amp (autocast, GradScaler, custom_fwd, custom_bwd). torch.npu's Stream and
-  device classes accept CUDA devices too, since they are the same classes.
+  ``torch.cuda.amp`` is torch.npu.amp (autocast, GradScaler, custom_fwd, custom_bwd, and its submodules
+  autocast_mode, common, grad_scaler); the profiler's ``Kernel`` records of a CUDA device are npu's. torch.npu's
+  Stream and device classes accept CUDA devices too, since they are the same classes.
 - ``.cuda()`` of tensors, modules and storages is ``.npu()``; ``Tensor.is_cuda`` is ``Tensor.is_npu``.
 - Device arguments of torch's factory functions (``torch.randn(..., device="cuda")``, ``torch.tensor``,
   ``torch.zeros_like``, ...), ``torch.load`` (``map_location``), ``Tensor.to``, ``Tensor.new_*``,
@@ -225,6 +226,9 @@ _TENSOR_METHODS = ("to", "new_empty", "new_empty_strided", "new_full", "new_ones
                    "pin_memory", "is_pinned")
 
 
+_AMP_SUBMODULES = ("autocast_mode", "common", "grad_scaler")
+
+
 def _install() -> None:
     # torch.cuda answers with torch.npu. default_generators is read when asked: reading it starts the runtime.
     if "default_generators" in vars(torch.cuda):
@@ -238,6 +242,8 @@ def _install() -> None:
     for name in _MEMORY_DEBUGGING:
         setattr(torch.cuda.memory, name, getattr(npu.memory, name))
     for name in npu.amp.__all__:
+        setattr(torch.cuda.amp, name, getattr(npu.amp, name))
+    for name in _AMP_SUBMODULES:  # torch.cuda.amp's submodules are torch.npu.amp's, as torch_npu makes them
         setattr(torch.cuda.amp, name, getattr(npu.amp, name))
     _patch(npu.Stream, ["__new__"])
     _patch(npu.device, ["__init__"])
@@ -258,6 +264,8 @@ def _install() -> None:
         if not getattr(getattr(torch, name), _MARK, False):
             setattr(torch, name, _translating_type(getattr(torch, name)))
     _patch(torch.fft, ["fftfreq", "rfftfreq"])
+    # The legacy profiler's kernel records name their device: a CUDA kernel's is npu's.
+    _patch(torch.autograd.profiler_util.Kernel, ["__new__"])
     _patch(torch.Tensor, _TENSOR_METHODS)
     _patch(torch.nn.Module, ["to", "to_empty"])
     _patch(torch.utils._device.DeviceContext, ["__init__"])
