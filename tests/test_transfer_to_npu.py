@@ -462,10 +462,12 @@ def test_amp_submodules_and_profiler_kernels_are_npu_ones():
                for name in ("autocast_mode", "common", "grad_scaler")}
         out["amp available"] = not torch.cuda.amp.common.amp_definitely_not_available()
         out["Kernel"] = Kernel("model_inference", "cuda", 11).device
+        from torch.utils import cpp_extension
+        out["include_paths"] = cpp_extension.include_paths(device_type="cuda") == cpp_extension.include_paths("npu")
         print(json.dumps(out))
     """)
     assert out == {"autocast_mode": True, "common": True, "grad_scaler": True, "amp available": True,
-                   "Kernel": "npu"}
+                   "Kernel": "npu", "include_paths": True}
 
 
 def test_cuda_generators_events_streams_and_device_module():

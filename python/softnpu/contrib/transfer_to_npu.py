@@ -14,8 +14,9 @@ tensors, dtypes, file names) passes through untouched. What is patched:
   device_count, current_device, set_device, synchronize, Stream, Event, stream, current_stream, the memory
   functions, manual_seed(_all), get/set_rng_state, ...), its functions translating their device argument;
   ``torch.cuda.amp`` is torch.npu.amp (autocast, GradScaler, custom_fwd, custom_bwd, and its submodules
-  autocast_mode, common, grad_scaler); the profiler's ``Kernel`` records of a CUDA device are npu's. torch.npu's
-  Stream and device classes accept CUDA devices too, since they are the same classes.
+  autocast_mode, common, grad_scaler); the profiler's ``Kernel`` records of a CUDA device are npu's;
+  ``torch.utils.cpp_extension.include_paths("cuda")`` gives npu's (torch's) paths. torch.npu's Stream and device
+  classes accept CUDA devices too, since they are the same classes.
 - ``.cuda()`` of tensors, modules and storages is ``.npu()``; ``Tensor.is_cuda`` is ``Tensor.is_npu``.
 - Device arguments of torch's factory functions (``torch.randn(..., device="cuda")``, ``torch.tensor``,
   ``torch.zeros_like``, ...), ``torch.load`` (``map_location``), ``Tensor.to``, ``Tensor.new_*``,
@@ -62,6 +63,7 @@ import types
 import torch
 import torch.jit._builtins
 import torch.utils._device
+import torch.utils.cpp_extension
 
 from .. import npu
 
@@ -266,6 +268,8 @@ def _install() -> None:
     _patch(torch.fft, ["fftfreq", "rfftfreq"])
     # The legacy profiler's kernel records name their device: a CUDA kernel's is npu's.
     _patch(torch.autograd.profiler_util.Kernel, ["__new__"])
+    # An extension built for "cuda" gets npu's include paths (torch's, without CUDA_HOME's).
+    _patch(torch.utils.cpp_extension, ["include_paths"])
     _patch(torch.Tensor, _TENSOR_METHODS)
     _patch(torch.nn.Module, ["to", "to_empty"])
     _patch(torch.utils._device.DeviceContext, ["__init__"])
