@@ -1,8 +1,8 @@
 // Interprocess memory (runtime.h: snpuIpcGetMemHandle / snpuIpcOpenMemHandle / snpuIpcCloseMemHandle), CUDA IPC's
-// calls over the memfds exported device memory lives in (memory.cpp: an allocation moves into one when first exported). A handle names the exporter's process, the descriptor
-// number of the allocation's memfd there and the memfd's name; the importer opens /proc/<pid>/fd/<fd> (allowed to the
-// same user) and checks the name, so a descriptor number reused for something else after the allocation was freed is
-// refused rather than mapped.
+// calls over the memfds exported device memory lives in (memory.cpp: memory moves into one when first exported). A
+// handle names the exporter's process, the descriptor number of the allocation's memfd there and the memfd's name; the
+// importer opens /proc/<pid>/fd/<fd> (allowed to the same user) and checks the name, so a descriptor number reused for
+// something else after the allocation was freed is refused rather than mapped.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,11 +69,8 @@ snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr) {
       return fail(snpuErrorInvalidPointer,
                   "snpuIpcGetMemHandle: the memory was opened from another process (export it from its owner)");
     // Private until first exported (memory.h): moved into shared memory now.
-    if (a.fd < 0 && !a.pages)
-      if (snpuError_t e = rt->memory.share(ptr, &a)) return e;
     if (a.fd < 0)
-      return fail(snpuErrorNotPermitted, "snpuIpcGetMemHandle: the reservation is private memory (the host gave no "
-                                         "memfd when it was made)");
+      if (snpuError_t e = rt->memory.share(ptr, &a)) return e;
     HandleData data{};
     std::memcpy(data.magic, kMagic, sizeof(kMagic));
     data.pid = static_cast<int32_t>(getpid());

@@ -86,13 +86,11 @@ snpuError_t Memory::reserve(Device* device, size_t size, void** out) {
   if (p == MAP_FAILED)
     return fail(snpuErrorMemoryAllocation, "snpuMemAddressReserve: the host has no free address range of " +
                                                mib(size) + " (" + std::strerror(errno) + ")");
-  // The pages mapped into the range come from a memfd as large as it (sparse: only mapped granules hold memory), so
-  // the whole reservation can be exported like an allocation. Without a memfd, private pages as before.
-  const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
-  const int fd = shared_memory_file(serial, size);
+  // Its pages are private until it is first exported (share): then they, and those mapped later, come from a memfd as
+  // large as the reservation (sparse: only mapped granules hold memory).
   std::unique_lock lock(mutex_);
   allocations_[static_cast<char*>(p)] = Allocation{static_cast<char*>(p), size, 0, snpuMemoryTypeDevice, device,
-                                                   new std::vector<bool>(size / kMapGranularity, false), fd, serial};
+                                                   new std::vector<bool>(size / kMapGranularity, false)};
   *out = p;
   return snpuSuccess;
 }
@@ -124,6 +122,8 @@ snpuError_t Memory::reservation_range(void* ptr, size_t size, bool mapped, const
 }
 
 snpuError_t Memory::map(void* ptr, size_t size) {
+  // Not while share() moves the reservation into its memfd: the pages mapped come from where it is at the end.
+  std::lock_guard share_lock(share_mutex_);
   // The protection is decided and applied under protect_mutex_, so protect_all never misses these pages.
   std::unique_lock<std::mutex> protect_lock;
   int prot = PROT_READ | PROT_WRITE;
@@ -322,24 +322,21 @@ bool Memory::find(const void* ptr, Allocation* out) const {
 }
 
 snpuError_t Memory::share(const void* ptr, Allocation* out) {
-  if (find(ptr, out) && (out->fd >= 0 || out->type != snpuMemoryTypeDevice || out->imported)) return snpuSuccess;
+  auto done = [](const Allocation& a) { return a.fd >= 0 || a.type != snpuMemoryTypeDevice || a.imported; };
+  if (find(ptr, out) && done(*out)) return snpuSuccess;
   std::lock_guard share_lock(share_mutex_);
-  if (!find(ptr, out)) return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the pointer is not device memory of snpuMalloc");
-  if (out->fd >= 0 || out->type != snpuMemoryTypeDevice || out->imported) return snpuSuccess;  // shared meanwhile
+  if (!find(ptr, out))
+    return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the pointer is not device memory of snpuMalloc");
+  if (done(*out)) return snpuSuccess;  // shared meanwhile
+  // A reservation's memfd is as large as it (sparse: its mapped granules move in), an allocation's as its pages.
+  const size_t file_size = out->pages ? out->size : out->mapped;
   const uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
-  const int fd = shared_memory_file(serial, out->mapped);
+  const int fd = shared_memory_file(serial, file_size);
   if (fd < 0)
-    return fail(snpuErrorNotPermitted, std::string("snpuIpcGetMemHandle: the host gives no shared memory file (memfd_create: ") +
-                                           std::strerror(errno) + ")");
-  void* copy = mmap(nullptr, out->mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (copy == MAP_FAILED) {
-    const int err = errno;
-    close(fd);
-    return fail(snpuErrorMemoryAllocation, "snpuIpcGetMemHandle: the host could not provide " + mib(out->mapped) + " of shared memory (" +
-                                               std::strerror(err) + ")");
-  }
-  // No device code runs from here until the memfd's pages replace the private ones at the same address: a kernel
-  // writing the allocation meanwhile would write the pages being replaced.
+    return fail(snpuErrorNotPermitted, std::string("snpuIpcGetMemHandle: the host gives no shared memory file "
+                                                   "(memfd_create: ") + std::strerror(errno) + ")");
+  // No device code runs from here until the memfd's pages replace the private ones at the same addresses: a kernel
+  // writing the memory meanwhile would write pages being replaced.
   struct Hold {
     Memory* m;
     explicit Hold(Memory* memory) : m(memory) {
@@ -360,27 +357,48 @@ snpuError_t Memory::share(const void* ptr, Allocation* out) {
   std::unique_lock lock(mutex_);
   auto it = allocations_.find(out->base);
   if (it == allocations_.end()) {  // freed by another thread meanwhile
-    munmap(copy, out->mapped);
     close(fd);
     return fail(snpuErrorInvalidPointer, "snpuIpcGetMemHandle: the allocation was freed while it was exported");
   }
   Allocation& a = it->second;
-  if (protect_) mprotect(a.base, a.mapped, PROT_READ);  // no device code runs: it is PROT_NONE
-  std::memcpy(copy, a.base, a.mapped);
-  // mremap moves the memfd's mapping over the private one in one step; on failure the private one stays.
-  snpuError_t result = snpuSuccess;
-  if (mremap(copy, a.mapped, a.mapped, MREMAP_MAYMOVE | MREMAP_FIXED, a.base) == MAP_FAILED) {
-    result = fail(snpuErrorMemoryAllocation, std::string("snpuIpcGetMemHandle: moving the memory into shared memory failed: ") +
-                                                 std::strerror(errno));
-    munmap(copy, a.mapped);
-    close(fd);
+  // The runs of memory to move: an allocation whole, a reservation's runs of mapped granules.
+  std::vector<std::pair<size_t, size_t>> runs;  // offset, bytes
+  if (!a.pages) {
+    runs.emplace_back(0, a.mapped);
   } else {
-    a.fd = fd;
-    a.serial = serial;
+    const std::vector<bool>& pages = *a.pages;
+    for (size_t i = 0; i < pages.size();) {
+      size_t j = i;
+      while (j < pages.size() && pages[j]) ++j;
+      if (j > i) runs.emplace_back(i * kMapGranularity, (j - i) * kMapGranularity);
+      i = j + 1;
+    }
   }
-  if (protect_) mprotect(a.base, a.mapped, PROT_NONE);
+  for (const auto& [offset, bytes] : runs) {
+    char* at = a.base + offset;
+    void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(offset));
+    bool moved = copy != MAP_FAILED;
+    if (moved) {
+      if (protect_) mprotect(at, bytes, PROT_READ);  // no device code runs: it is PROT_NONE
+      std::memcpy(copy, at, bytes);
+      // mremap puts the memfd's mapping over the private one in one step; on failure the private one stays.
+      moved = mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
+      if (!moved) munmap(copy, bytes);
+      if (protect_) mprotect(at, bytes, PROT_NONE);
+    }
+    if (!moved) {
+      // Runs moved before stay in the memfd, which is closed: the memory stays shared but unexportable (never here
+      // but where the host is out of memory).
+      const int err = errno;
+      close(fd);
+      return fail(snpuErrorMemoryAllocation, "snpuIpcGetMemHandle: the host could not move " + mib(bytes) +
+                                                 " into shared memory (" + std::strerror(err) + ")");
+    }
+  }
+  a.fd = fd;
+  a.serial = serial;
   *out = a;
-  return result;
+  return snpuSuccess;
 }
 
 void Memory::wait_while_held() {

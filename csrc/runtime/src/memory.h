@@ -1,13 +1,14 @@
 // Device and pinned host memory. Device memory is host memory mapped per allocation and accounted against the
-// device's capacity, or a reservation (an address range mapped PROT_NONE without memory, over a sparse memfd) into which
-// pages of kMapGranularity are committed and decommitted; a registry ordered by address answers which allocation or
+// device's capacity, or a reservation (an address range mapped PROT_NONE without memory) into which pages of
+// kMapGranularity are committed and decommitted; a registry ordered by address answers which allocation or
 // reservation any pointer (interior ones included) belongs to. With SOFTNPU_PROTECT_MEMORY=1 device memory is
 // inaccessible (PROT_NONE) except while device code runs.
 //
-// An allocation is private anonymous memory until it is first exported (snpuIpcGetMemHandle, ipc.cpp): shared memory
-// (a memfd) costs twice as much to create and fault in (a 20 MiB segment 13.6 ms instead of 7.9, its free 4.7 ms
-// instead of 2.2), for every segment, where few are ever shared. share() then moves it into a memfd in place, with
-// device code held back (hold_device_code) so that no kernel writes it meanwhile.
+// An allocation or a reservation is private anonymous memory until it is first exported (snpuIpcGetMemHandle,
+// ipc.cpp): shared memory (a memfd) costs twice as much to create and fault in (a 20 MiB segment 13.6 ms instead of
+// 7.9, its free 4.7 ms instead of 2.2), for every segment, where few are ever shared. share() then moves it into a
+// memfd in place (a reservation's memfd as large as it, sparse; granules mapped later come from it), with device code
+// held back so that no kernel writes it meanwhile.
 #pragma once
 
 #include <atomic>
@@ -69,7 +70,8 @@ class Memory {
   // The allocation containing ptr. False for memory the runtime did not allocate.
   bool find(const void* ptr, Allocation* out) const;
 
-  // The device allocation containing ptr, in a memfd (moved there in place the first time: see the top), as *out.
+  // The device allocation or reservation containing ptr, in a memfd (moved there in place the first time: see the
+  // top), as *out.
   // Waits for the device code running now on every device. snpuErrorNotPermitted where the host has no memfd.
   snpuError_t share(const void* ptr, Allocation* out);
 
@@ -108,7 +110,7 @@ class Memory {
   // before it looks at held_, share() sets held_ before it looks at the count, so one of them sees the other).
   std::atomic<int> device_code_{0};
   std::atomic<bool> held_{false};
-  std::mutex share_mutex_;  // one share() at a time; taken before protect_mutex_
+  std::mutex share_mutex_;  // one share() at a time, and no map() during one; taken before protect_mutex_
   std::mutex held_mutex_;
   std::condition_variable held_cv_;
 };

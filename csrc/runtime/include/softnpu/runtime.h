@@ -291,7 +291,7 @@ SNPU_API snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const
  * the opener sees the same bytes at its own address. A handle stays valid while the exporter holds the allocation;
  * a mapping outlives the exporter's free of it (the memory goes when the last process unmaps it), but what the
  * exporter does with the allocation meanwhile (reusing it) is the exporter's affair, as with CUDA. A reservation of
- * snpuMemAddressReserve is exported whole (its memory is a memfd too): the importer sees the pages mapped into it,
+ * snpuMemAddressReserve is exported whole (into a memfd too): the importer sees the pages mapped into it,
  * now and later, at the same offsets; snpuMemUnmap takes them from the importer as well. */
 #define SNPU_IPC_HANDLE_SIZE 64
 typedef struct snpuIpcMemHandle {
@@ -299,9 +299,9 @@ typedef struct snpuIpcMemHandle {
 } snpuIpcMemHandle_t;
 /* SYNC. A handle for the snpuMalloc allocation or the reservation containing ptr (interior pointers included).
  * snpuErrorInvalidPointer for a pointer that is not device memory, or that was itself opened from another process;
- * snpuErrorNotPermitted inside a kernel. The first export of an snpuMalloc allocation moves it into shared memory in
- * place (same address, same bytes; private memory is cheaper to create, and few allocations are shared): it waits
- * for the device code running at that moment on every device and holds new device code back while it copies. */
+ * snpuErrorNotPermitted inside a kernel. The first export of an allocation or a reservation moves it into shared
+ * memory in place (same address, same bytes; private memory is cheaper to create, and few allocations are shared): it
+ * waits for the device code running at that moment on every device and holds new device code back while it copies. */
 SNPU_API snpuError_t snpuIpcGetMemHandle(snpuIpcMemHandle_t* handle, void* ptr);
 /* SYNC. Maps another process's allocation: *ptr is its start here, device memory of the device with the exporter's
  * index (not accounted against its capacity: the exporter's). snpuErrorInvalidValue for a malformed handle or one
