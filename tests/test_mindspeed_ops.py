@@ -48,6 +48,12 @@ def test_rotary_position_embedding_matches_cpu(results):
     assert max(diffs.values()) <= FP32_TOLERANCE, diffs
 
 
+@needs_source
+def test_fused_adamw_v2_matches_torch_adamw(results):
+    diffs = results["fused_adamw_v2"]["rel_diff"]
+    assert max(diffs.values()) <= FP32_TOLERANCE, diffs
+
+
 # ---- the aclnn operators MindSpeed's builders call, through libopapi.so as their ACLNN_CMD calls them.
 
 ACL_TYPES = {torch.float32: 0, torch.int32: 3, torch.int64: 9}
@@ -141,3 +147,24 @@ def test_aclnn_rotary_position_embedding_matches_cpu(opapi):
     torch.testing.assert_close(dx.cpu(), xr.grad)
     torch.testing.assert_close(dcos.cpu(), cr.grad)
     torch.testing.assert_close(dsin.cpu(), sr.grad)
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_aclnn_apply_adam_w_v2_matches_torch_adamw(opapi, amsgrad):
+    """Two steps as MindSpeed's npu_apply_fused_adamw_v2 takes them (the step count before each step) against
+    torch.optim.AdamW."""
+    torch.manual_seed(4)
+    param = torch.randn(8, 16)
+    ref = param.clone().requires_grad_()
+    optimizer = torch.optim.AdamW([ref], lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2, amsgrad=amsgrad)
+    var, m, v, max_v = param.npu(), *(torch.zeros(8, 16).npu() for _ in range(3))
+    argtypes = [VOID_P] * 6 + [ctypes.c_float] * 5 + [ctypes.c_bool, ctypes.c_bool]
+    for taken in range(2):
+        grad = torch.randn(8, 16)
+        ref.grad = grad
+        optimizer.step()
+        call(opapi, "aclnnApplyAdamWV2", argtypes, var, m, v, max_v if amsgrad else None, grad.npu(),
+             torch.tensor([taken]).npu(), 0.05, 0.8, 0.95, 0.2, 1e-6, amsgrad, False)
+    torch.testing.assert_close(var.cpu(), ref.detach())
+    torch.testing.assert_close(m.cpu(), optimizer.state[ref]["exp_avg"])
+    torch.testing.assert_close(v.cpu(), optimizer.state[ref]["exp_avg_sq"])

@@ -9,7 +9,7 @@ clone of it) against softnpu's torch_npu C++ API, as MindSpeed builds them:
 3. the builders given with --build are built through MindSpeed's builder.load() (torch's JIT extension builder,
    -ltorch_npu -lascendcl) and run on npu, forward and backward, against a CPU reference.
 
-    python tests/clients/mindspeed_ops/run.py --source <MindSpeed checkout> [--build permute,unpermute,rope|none]
+    python tests/clients/mindspeed_ops/run.py --source <MindSpeed checkout> [--build permute,unpermute,rope,adamw|none]
 
 Prints one JSON line per source, per builder and per run case; `make mindspeed-ops` runs it, and
 tests/test_mindspeed_ops.py runs the build-and-run cases when MINDSPEED_SOURCE names a checkout.
@@ -207,6 +207,27 @@ def run_rope(module):
     return {"case": "rotary_position_embedding (fp32, mode 0)", "rel_diff": {k: diffs[k] / scale[k] for k in diffs}}
 
 
+def run_adamw(module):
+    """Three AdamW steps of MindSpeed's fused op (its step count incremented before each call, as MindSpeed's optimizer
+    does) against torch.optim.AdamW on the CPU."""
+    torch.manual_seed(2)
+    param = torch.randn(64, 32)
+    grads = [torch.randn(64, 32) for _ in range(3)]
+    ref = param.clone().requires_grad_()
+    optimizer = torch.optim.AdamW([ref], lr=1e-2, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+    p_npu = param.npu()
+    exp_avg, exp_avg_sq, max_sq = (torch.zeros(64, 32).npu() for _ in range(3))
+    step = torch.zeros(1).npu()
+    for g in grads:
+        ref.grad = g
+        optimizer.step()
+        step += 1
+        module.npu_apply_fused_adamw_v2(p_npu, g.npu(), exp_avg, exp_avg_sq, max_sq, step, 1e-2, 0.9, 0.99, 0.1,
+                                        1e-8, False, False)
+    diff = (p_npu.cpu() - ref.detach()).abs().max().item()
+    return {"case": "fused_adamw_v2 (fp32, 3 steps)", "rel_diff": {"param": diff / ref.detach().abs().max().item()}}
+
+
 def build(root, which):
     """MindSpeed's builders' load() for the chosen ops; the run cases' results."""
     builders_package(root)
@@ -218,6 +239,10 @@ def build(root, which):
 
         results.append(run_permute(pb.MoeTokenPermuteOpBuilder().load(verbose=False),
                                    ub.MoeTokenUnpermuteOpBuilder().load(verbose=False)))
+    if "adamw" in which:
+        from mindspeed.op_builder import fused_adamw_v2_builder as ab
+
+        results.append(run_adamw(ab.FusedAdamWV2OpBuilder().load(verbose=False)))
     if "rope" in which:
         from mindspeed.op_builder import npu_rotary_position_embedding_builder as rb
 
@@ -229,7 +254,7 @@ def main():
     global torch
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, help="a MindSpeed checkout or git clone")
-    parser.add_argument("--build", default="permute,unpermute,rope", help="builders to build and run, or none")
+    parser.add_argument("--build", default="permute,unpermute,rope,adamw", help="builders to build and run, or none")
     parser.add_argument("--no-survey", action="store_true", help="only build and run")
     args = parser.parse_args()
     import torch
