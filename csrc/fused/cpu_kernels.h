@@ -16,65 +16,31 @@
 namespace softnpu::fused {
 
 // Where the cos/sin row of each row of x is: x [..., D] (rows of D contiguous elements) against a contiguous table
-// [..., D] (cos or sin) broadcast to it.
-class RopeRows {
- public:
-  RopeRows(c10::IntArrayRef x_sizes, c10::IntArrayRef table_sizes) : D_(x_sizes.back()) {
-    const int64_t lead = static_cast<int64_t>(x_sizes.size()) - 1;
+// [..., D] (cos or sin) broadcast to it. Plain data: the kernels' builds each have their own functions over it
+// (rope_kernel.cc), as code shared by builds of different capabilities would be linked from one of them.
+struct RopeRows {
+  RopeRows(c10::IntArrayRef x_sizes, c10::IntArrayRef table_sizes) : D(x_sizes.back()) {
+    lead = static_cast<int64_t>(x_sizes.size()) - 1;
     const int64_t pad = lead - (static_cast<int64_t>(table_sizes.size()) - 1);
-    int64_t stride = D_;
-    xs_.resize(lead);
-    ts_.resize(lead);
-    tstride_.resize(lead);
+    int64_t stride = D;
+    xs.resize(lead);
+    ts.resize(lead);
+    tstride.resize(lead);
     for (int64_t d = lead - 1; d >= 0; --d) {
-      xs_[d] = x_sizes[d];
-      ts_[d] = d < pad ? 1 : table_sizes[d - pad];
-      tstride_[d] = ts_[d] == 1 ? 0 : stride;
-      stride *= ts_[d];
+      xs[d] = x_sizes[d];
+      ts[d] = d < pad ? 1 : table_sizes[d - pad];
+      tstride[d] = ts[d] == 1 ? 0 : stride;
+      stride *= ts[d];
     }
     for (int64_t d = 0; d < lead; ++d) {
-      rows_ *= xs_[d];
-      table_rows_ *= ts_[d];
+      rows *= xs[d];
+      table_rows *= ts[d];
     }
   }
 
-  int64_t D() const { return D_; }
-  int64_t rows() const { return rows_; }
-  int64_t table_rows() const { return table_rows_; }
-  // x's rows per table row: the product of the dims the table is broadcast along.
-  int64_t repeats() const { return table_rows_ == 0 ? 0 : rows_ / table_rows_; }
-
-  // The table's element offset of x's row r.
-  int64_t table_offset(int64_t r) const {
-    int64_t off = 0;
-    for (int64_t d = static_cast<int64_t>(xs_.size()) - 1; d >= 0; --d) {
-      off += (r % xs_[d]) * tstride_[d];
-      r /= xs_[d];
-    }
-    return off;
-  }
-
-  // The row of x that is the k-th (of repeats()) of table row t.
-  int64_t x_row(int64_t t, int64_t k) const {
-    int64_t row = 0, scale = 1;
-    for (int64_t d = static_cast<int64_t>(xs_.size()) - 1; d >= 0; --d) {
-      int64_t i;
-      if (ts_[d] == 1) {
-        i = k % xs_[d];
-        k /= xs_[d];
-      } else {
-        i = t % ts_[d];
-        t /= ts_[d];
-      }
-      row += i * scale;
-      scale *= xs_[d];
-    }
-    return row;
-  }
-
- private:
-  int64_t D_, rows_ = 1, table_rows_ = 1;
-  c10::SmallVector<int64_t, 8> xs_, ts_, tstride_;
+  int64_t D, lead = 0, rows = 1, table_rows = 1;
+  // x's leading sizes, the table's (1 where broadcast), and the table's element strides (0 where broadcast).
+  c10::SmallVector<int64_t, 8> xs, ts, tstride;
 };
 
 // The entry points, one set per capability build. dtype is the element type of the tensors; gamma, rstd, dgamma and

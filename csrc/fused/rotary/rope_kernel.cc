@@ -13,6 +13,34 @@ namespace softnpu::fused::CPU_CAPABILITY {
 
 namespace {
 
+// The table's element offset of x's row r.
+int64_t table_offset(const RopeRows& g, int64_t r) {
+  int64_t off = 0;
+  for (int64_t d = g.lead - 1; d >= 0; --d) {
+    off += (r % g.xs[d]) * g.tstride[d];
+    r /= g.xs[d];
+  }
+  return off;
+}
+
+// The row of x that is the k-th of those table row t is broadcast to (k over the broadcast dims).
+int64_t x_row(const RopeRows& g, int64_t t, int64_t k) {
+  int64_t row = 0, scale = 1;
+  for (int64_t d = g.lead - 1; d >= 0; --d) {
+    int64_t i;
+    if (g.ts[d] == 1) {
+      i = k % g.xs[d];
+      k /= g.xs[d];
+    } else {
+      i = t % g.ts[d];
+      t /= g.ts[d];
+    }
+    row += i * scale;
+    scale *= g.xs[d];
+  }
+  return row;
+}
+
 // One row: y = x * c + rotate(x) * s, blocks of `block`, halves of h = block / 2. y may be x.
 template <typename L, typename T>
 inline void rope_row(const T* x, const T* c, const T* s, T* y, int64_t D, int64_t h) {
@@ -60,15 +88,15 @@ int64_t grain(int64_t elements_per_row) { return std::max<int64_t>(1, (int64_t{1
 
 void rope_forward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, const void* x, const void* cos,
                   const void* sin, void* y) {
-  const int64_t D = rows.D();
+  const int64_t D = rows.D;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "rope_forward", [&] {
     const auto *xp = static_cast<const scalar_t*>(x), *cp = static_cast<const scalar_t*>(cos),
                *sp = static_cast<const scalar_t*>(sin);
     auto* yp = static_cast<scalar_t*>(y);
     const bool vec = rope_vectorized<scalar_t>(half);
-    at::parallel_for(0, rows.rows(), grain(D), [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, rows.rows, grain(D), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t t = rows.table_offset(r);
+        const int64_t t = table_offset(rows, r);
         if (vec)
           rope_row<Lanes<scalar_t>>(xp + r * D, cp + t, sp + t, yp + r * D, D, half);
         else
@@ -80,7 +108,7 @@ void rope_forward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, con
 
 void rope_backward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, const void* grad, const void* x,
                    const void* cos, const void* sin, void* dx, void* dcos, void* dsin) {
-  const int64_t D = rows.D();
+  const int64_t D = rows.D;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "rope_backward", [&] {
     using Acc = at::opmath_type<scalar_t>;
     const auto *gp = static_cast<const scalar_t*>(grad), *xp = static_cast<const scalar_t*>(x),
@@ -95,17 +123,17 @@ void rope_backward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, co
         rope_row_backward<ScalarLanes<scalar_t>>(gp + r * D, xr, cp + t, sp + t, dp + r * D, dc, ds, D, half);
     };
     if (!xp) {
-      at::parallel_for(0, rows.rows(), grain(D), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) row(r, rows.table_offset(r), nullptr, nullptr, nullptr);
+      at::parallel_for(0, rows.rows, grain(D), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) row(r, table_offset(rows, r), nullptr, nullptr, nullptr);
       });
       return;
     }
     // Per table row: its rows of x in order, summed into the row's accumulators (zeroed by the caller).
-    const int64_t repeats = rows.repeats();
-    at::parallel_for(0, rows.table_rows(), grain(D * std::max<int64_t>(repeats, 1)), [&](int64_t begin, int64_t end) {
+    const int64_t repeats = rows.table_rows == 0 ? 0 : rows.rows / rows.table_rows;
+    at::parallel_for(0, rows.table_rows, grain(D * std::max<int64_t>(repeats, 1)), [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t)
         for (int64_t k = 0; k < repeats; ++k) {
-          const int64_t r = rows.x_row(t, k);
+          const int64_t r = x_row(rows, t, k);
           row(r, t * D, xp + r * D, dcp + t * D, dsp + t * D);
         }
     });

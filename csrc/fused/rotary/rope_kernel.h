@@ -9,8 +9,8 @@
 // One pass over memory: each row of x (its last dim) is read once, with its cos/sin row found through the broadcast,
 // and its result written where the caller points (the device output, or x itself in place), in vectors of the compute
 // type (the row kernels in rope_kernel.cc), in parallel over rows; the composite makes five passes (chunk/cat,
-// negation, two products, the sum) with a temporary each. The table gradients are accumulated per table row, in parallel over table rows, so
-// no two threads add into one row and the sums do not depend on the number of threads.
+// negation, two products, the sum) with a temporary each. The table gradients are accumulated per table row, in
+// parallel over table rows, so no two threads add into one row and the sums do not depend on the number of threads.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -58,7 +58,7 @@ inline void rope_backward(const at::Tensor& grad, const at::Tensor& cos, const a
   const at::Tensor xc = tables ? x->to(grad.scalar_type()).contiguous() : at::Tensor();
   const RopeRows rows(grad.sizes(), c.sizes());
   const auto acc = at::toOpMathType(grad.scalar_type());
-  const at::Tensor sums = tables ? at::zeros({2, rows.table_rows(), rows.D()}, grad.options().dtype(acc)) : at::Tensor();
+  const at::Tensor sums = tables ? at::zeros({2, rows.table_rows, rows.D}, grad.options().dtype(acc)) : at::Tensor();
   SOFTNPU_CPU_KERNEL(rope_backward, grad.scalar_type(), rows, block / 2, g.const_data_ptr(),
                      tables ? xc.const_data_ptr() : nullptr, c.const_data_ptr(), s.const_data_ptr(), out.data_ptr(),
                      tables ? sums[0].data_ptr() : nullptr, tables ? sums[1].data_ptr() : nullptr);
