@@ -32,6 +32,7 @@
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/quantization/antiquant.h"
 #include "fused/quantization/int4.h"
 #include "fused/quantization/quant_param.h"
 
@@ -461,18 +462,14 @@ void quant_product(const Tile& t, int64_t act_type) {
   activate(y, act_type);
 }
 
-// (w + antiquant_offset) * antiquant_scale in x's dtype (each step rounded to it, as the chip's vector unit does),
-// per channel ([N]) or per group of K / groups rows ([groups, N], broadcast over the group's rows).
-at::Tensor antiquantize(const Gmm& p, int64_t e) {
-  const auto dt = p.x[0].scalar_type();
+// Weight e dequantized in x's dtype (antiquant.h), per channel ([N]) or per group of K / groups rows ([groups, N]).
+at::Tensor antiquantize_weight(const Gmm& p, int64_t e) {
   const at::Tensor w = p.weight_of(e);
-  at::Tensor v = p.int4() ? unpack_int4(w, dt) : w.to(dt);
-  const at::Tensor s = p.of(p.antiquant_scale, e), o = p.of(p.antiquant_offset, e);
-  const int64_t groups = s.dim() == 2 ? s.size(0) : 1, k = v.size(0), n = v.size(1);
-  v = v.view({groups, k / groups, n});
-  if (o.defined()) v.add_(o.reshape({groups, 1, n}));
-  v.mul_(s.reshape({groups, 1, n}));
-  v = v.view({k, n});
+  const at::Tensor values = p.int4() ? unpack_int4(w) : w;
+  const at::Tensor s = p.of(p.antiquant_scale, e);
+  const int64_t groups = s.dim() == 2 ? s.size(0) : 1;
+  const at::Tensor v = antiquantize(values, s, p.of(p.antiquant_offset, e), values.size(0) / groups,
+                                    p.x[0].scalar_type());
   // With a bias the product is taken in float32 (the bias joins before the one rounding).
   return p.bias.empty() ? v : v.to(at::kFloat);
 }
@@ -501,7 +498,7 @@ std::vector<at::Tensor> compute(Gmm& p, std::vector<at::Tensor> ys) {
   // Each weight as its GEMMs take it.
   std::vector<at::Tensor> weights(p.num_weights());
   for (int64_t e = 0; e < p.num_weights(); ++e)
-    weights[e] = p.form == Form::kAntiquant ? antiquantize(p, e)
+    weights[e] = p.form == Form::kAntiquant ? antiquantize_weight(p, e)
                  : p.form == Form::kQuant   ? p.weight_of(e).contiguous()
                                             : p.weight_of(e);
   const auto group = [&](at::Tensor y, at::Tensor x, int64_t e, at::Tensor per_token) {

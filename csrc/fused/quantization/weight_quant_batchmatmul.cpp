@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/quantization/antiquant.h"
 #include "fused/quantization/int4.h"
 #include "fused/quantization/quant_param.h"
 
@@ -165,20 +166,6 @@ at::Tensor wqbmm_meta(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   return at::empty(p.shape, x.options().dtype(p.out));
 }
 
-// The weight dequantized in x's dtype, (weight + offset) * scale: per group as [groups, group, N] so the scale rows
-// broadcast (no [K, N] copies of them), K padded to whole groups and cut back.
-at::Tensor dequantize(const at::Tensor& values, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
-                      const Plan& p, c10::ScalarType dt) {
-  const auto rows = [](const at::Tensor& t) { return t.dim() == 2 ? t.unsqueeze(1) : t.reshape({1, 1, -1}); };
-  const int64_t groups = (p.k + p.group - 1) / p.group;
-  at::Tensor w = values.to(dt);
-  if (groups * p.group != p.k) w = at::constant_pad_nd(w, {0, 0, 0, groups * p.group - p.k});
-  w = w.reshape({groups, p.group, p.n});
-  if (given(offset)) w.add_(rows(*offset));  // each step rounded to x's dtype, as the chip's vector unit does
-  w.mul_(rows(scale));
-  return w.reshape({groups * p.group, p.n}).narrow(0, 0, p.k);
-}
-
 at::Tensor wqbmm_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scale,
                      const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& quant_scale,
                      const std::optional<at::Tensor>& quant_offset, const std::optional<at::Tensor>& bias,
@@ -195,7 +182,7 @@ at::Tensor wqbmm_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
     if (given(offset)) w32 = w32 + offset->to(at::kFloat).reshape({1, -1});
     deq = (w32 * unpack_quant_param(scale).first.reshape({1, -1})).to(dt);
   } else {
-    deq = dequantize(values, scale, offset, p, dt);
+    deq = antiquantize(values, scale, given(offset) ? *offset : at::Tensor(), p.group, dt);
   }
   if (!given(bias) && !given(quant_scale))
     return at::matmul(x, deq).contiguous();  // ATen's half GEMM: float32 accumulation, one rounding to x's dtype
