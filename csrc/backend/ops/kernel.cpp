@@ -391,7 +391,8 @@ std::string uce_operands(const KernelLaunch& k) {
   }
   if (hit.empty()) return hit;
   return "UCE ERROR\n" + k.info->name + " touched device memory with an uncorrectable error (ACL error " +
-         std::to_string(SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR) + ", ACL_ERROR_RT_DEVICE_MEM_ERROR); the tensors hit:" + hit;
+         std::to_string(SNPU_ACL_ERROR_RT_DEVICE_MEM_ERROR) + ", ACL_ERROR_RT_DEVICE_MEM_ERROR); the tensors hit:" +
+         hit;
 }
 
 }  // namespace
