@@ -76,7 +76,8 @@ using OptList = std::optional<at::TensorList>;
 constexpr const char* OP = "npu_grouped_matmul";
 
 // The arguments that decide the computation (the quantization ones are refused at the call).
-// float: float x and weight; quant: int8 x and weight (scale, per_token_scale); antiquant: float x, int8 or int4 weight.
+// float: float x and weight; quant: int8 x and weight (scale, per_token_scale); antiquant: float x, int8 or int4
+// weight.
 enum class Form { kFloat, kQuant, kAntiquant };
 
 struct Gmm {

@@ -103,8 +103,8 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
     r.start = 0;
     r.end = expert_num;
   } else {
-    TORCH_CHECK(active_expert_range.size() == 2, OP, ": The length of list active_expert_range should be 2, current is ",
-                active_expert_range.size(), ".");
+    TORCH_CHECK(active_expert_range.size() == 2, OP,
+                ": The length of list active_expert_range should be 2, current is ", active_expert_range.size(), ".");
     r.start = active_expert_range[0];
     r.end = active_expert_range[1];
     TORCH_CHECK(r.start >= 0 && r.start < r.end && r.end <= expert_num, OP,
