@@ -103,3 +103,19 @@ def test_settings_change_at_run_time():
     assert r.lines[7:11] == ["rejections 0", "rejected True 1", "allowed 700", "reset 0"], r.describe()
     # Pinned memory: rounded to a power of 2 and cached by default; above the thresholds, neither.
     assert r.lines[11:13] == ["pinned 128 128", "pinned 80 0"], r.describe()
+
+
+def test_host_statistics_time_the_runtime_calls_and_need_no_device():
+    torch.npu.host_empty_cache()
+    before = torch.npu.host_memory_stats()
+    t = torch.empty(3 << 20, dtype=torch.uint8).pin_memory()
+    after = torch.npu.host_memory_stats()
+    assert after["num_host_alloc"] == before["num_host_alloc"] + 1
+    assert after["host_alloc_time.count"] == before["host_alloc_time.count"] + 1
+    del t
+    torch.npu.host_empty_cache()
+    assert torch.npu.host_memory_stats()["host_free_time.count"] == after["host_free_time.count"] + 1
+    # torch_npu answers before the device is initialized (torch.cuda's answer is empty then).
+    r = run_python("import torch, torch_npu\nt = torch.ones(1000).pin_memory()\n"
+                   "print(torch.npu.is_initialized(), torch.npu.host_memory_stats()['allocations.current'])")
+    assert r.lines == ["False 1"], r.describe()

@@ -2,6 +2,9 @@
 
 #include <ATen/core/CachingHostAllocator.h>
 
+#include <chrono>
+#include <mutex>
+
 #include "backend/device.h"
 #include "backend/env.h"
 #include "backend/npu_error.h"
@@ -50,9 +53,26 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
   }
 
  private:
-  void allocate_host_memory(size_t size, void** ptr) override { NPU_CHECK(snpuMallocHost(ptr, size)); }
+  // The time spent in the runtime's host allocations and frees: host_memory_stats()' host_alloc_time and
+  // host_free_time (microseconds), which ATen's generic allocator leaves to the backend, as CUDA's measures them.
+  void allocate_host_memory(size_t size, void** ptr) override {
+    const auto start = std::chrono::steady_clock::now();
+    NPU_CHECK(snpuMallocHost(ptr, size));
+    record_duration(stats_.host_alloc_time, start);
+  }
 
-  void free_block(at::HostBlock<c10::Stream>* block) override { NPU_CHECK(snpuFreeHost(block->ptr_)); }
+  void free_block(at::HostBlock<c10::Stream>* block) override {
+    const auto start = std::chrono::steady_clock::now();
+    NPU_CHECK(snpuFreeHost(block->ptr_));
+    record_duration(stats_.host_free_time, start);
+  }
+
+  void record_duration(c10::CachingAllocator::DurationStat& stat, std::chrono::steady_clock::time_point start) {
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> g(stats_.timing_mutex_);
+    stat.increase(us);
+  }
 
   void record_stream(std::optional<std::vector<PinnedUseEvent>>& events, c10::Stream stream) override {
     events->emplace_back(NPUStream(stream));

@@ -5,15 +5,12 @@ from collections import OrderedDict
 from typing import Any
 
 from .. import _C
-from .device import is_initialized
 
 
 def host_memory_stats_as_nested_dict() -> dict[str, Any]:
     """{"allocations": {"current", "peak", "allocated", "freed"}, "allocated_bytes": ..., "active_requests": ...,
-    "active_bytes": ..., "num_host_alloc", "num_host_free", "host_alloc_time": {...}, "host_free_time": {...}}; empty
-    before npu is initialized, as torch.cuda's."""
-    if not is_initialized():
-        return {}
+    "active_bytes": ..., "num_host_alloc", "num_host_free", "host_alloc_time": {...}, "host_free_time": {...}}; read
+    without initializing the device, so also before it is (torch_npu's answer; torch.cuda's is empty then)."""
     return _C._host_memory_stats()
 
 

@@ -21,9 +21,12 @@ def _npu_device_type() -> int:
 class Stream(torch.Stream):
     """An in-order queue of work on an npu device. Priorities: lower numbers run first (0 is the default)."""
 
-    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+    def __new__(cls, device: Any = None, priority: int = 0, is_sync_launch: bool = False, **kwargs):
         if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
+            _check_existing(**kwargs)
             return super().__new__(cls, **kwargs)
+        # is_sync_launch (torch_npu: launches bypass its task queue): every softnpu launch reaches the runtime's stream
+        # from the calling thread, so such a stream is a pool stream like the others (see SyncLaunchStream).
         _lazy_init()
         index = _device_index(device, optional=True)
         if index < 0:  # as torch.cuda.Stream: a negative index means the current device
@@ -60,6 +63,17 @@ class Stream(torch.Stream):
 
     def __repr__(self) -> str:
         return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+def _check_existing(stream_id: int, device_index: int, device_type: int) -> None:
+    """Stream(stream_id=, device_index=, device_type=) names a stream that exists: a wrong id, device or device type
+    fails here, at construction, as torch_npu's, rather than at the stream's first use."""
+    _lazy_init()
+    if device_type != _npu_device_type():
+        raise RuntimeError(f"Stream: device_type {device_type} is not npu's ({_npu_device_type()})")
+    if not 0 <= device_index < _C._device_count():
+        raise RuntimeError(f"Stream: invalid device_index {device_index} (npu devices: {_C._device_count()})")
+    _C._runtime_stream_id(stream_id, device_index)  # RuntimeError for an id no stream has
 
 
 class Event(torch.Event):
