@@ -153,7 +153,9 @@ def test_aclnn_add_and_matmul_match_cpu(opapi):
 def test_aclnn_rms_norm_and_cast_match_cpu(opapi):
     x, gamma = torch.randn(4, 6, 32), torch.rand(32) + 0.5
     y, rstd = torch.empty(4, 6, 32).npu(), torch.empty(4, 6, 1).npu()
-    tx, tg, ty, tr = (acl_tensor(opapi, t) for t in [x.npu(), gamma.npu(), y, rstd])
+    # An aclTensor only points at device memory (as on CANN): the tensors it describes must outlive the operator.
+    nx, ngamma = x.npu(), gamma.npu()
+    tx, tg, ty, tr = (acl_tensor(opapi, t) for t in [nx, ngamma, y, rstd])
     opapi.aclnnRmsNormGetWorkspaceSize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double,
                                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     assert two_phases(opapi, "aclnnRmsNorm", tx, tg, ctypes.c_double(1e-6), ty, tr) == 0
