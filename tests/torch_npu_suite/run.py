@@ -10,7 +10,8 @@ unittest cases), from a copy of test/, so `import torch_npu` is softnpu's and ne
   python tests/torch_npu_suite/run.py --source /path/to/pytorch [--files 'npu/test_stream.py' ...] [-j 2]
 
 Prints passed / failed / needs-silicon counts, each test whose outcome differs from expectations.toml, and exits
-non-zero if any does (a listed failure that passes now is reported too, so the list only shrinks).
+non-zero if any does (a listed failure that passes now is reported too, so the list only shrinks). Tests listed as
+needing silicon by name are not run (they cannot pass here; some would exhaust the host or wait for a hardware fault).
 """
 
 import argparse
@@ -54,14 +55,25 @@ def select_files(tests: Path, patterns: list[str]) -> list[str]:
     return [f for f in files if any(fnmatch.fnmatch(f, pat) for pat in patterns)]
 
 
-def run_file(tests: Path, rel: str, timeout: int, python: str) -> dict:
-    """{test id: (outcome, message)} for one file; outcome is passed, failed, skipped, or error (the whole file
-    when it cannot be collected, crashes or times out)."""
+def silicon_only(rel: str, expectations: dict) -> list[str]:
+    """The tests of file `rel` listed as needing silicon by name (not by a glob): they are not run, since they cannot
+    pass here and some cost what this host cannot give (tens of GiB of device memory, a hardware fault awaited until
+    the timeout)."""
+    return [test for entry in expectations.get("needs_silicon", []) for test in entry["tests"]
+            if (test == rel or test.startswith(rel + "::")) and not any(c in test for c in "*?[")]
+
+
+def run_file(tests: Path, rel: str, timeout: int, python: str, expectations: dict) -> dict:
+    """{test id: (outcome, message)} for one file; outcome is passed, failed, skipped, error (the whole file
+    when it cannot be collected, crashes or times out), or not_run (a test that needs silicon)."""
+    not_run = silicon_only(rel, expectations)
+    if rel in not_run:
+        return {"file": rel, "seconds": 0, "results": {rel: ("not_run", "needs silicon")}}
     xml = Path(tempfile.mkstemp(suffix=".xml")[1])
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)
     cmd = [python, "-m", "pytest", rel, "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o",
-           "junit_family=xunit1"]
+           "junit_family=xunit1", *(f"--deselect={test}" for test in not_run)]
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=tests, env=env, capture_output=True, text=True, timeout=timeout)
@@ -94,6 +106,7 @@ def run_file(tests: Path, rel: str, timeout: int, python: str) -> dict:
     if not results or (proc.returncode not in (0, 1) and not any(o == "passed" for o, _ in results.values())):
         last = [line for line in tail.splitlines() if line.strip()][-1:] or [f"exit status {proc.returncode}"]
         results = {rel: ("error", last[0][:300])}
+    results.update({test: ("not_run", "needs silicon") for test in not_run})
     return {"file": rel, "seconds": round(time.monotonic() - start, 1), "results": results}
 
 
@@ -124,7 +137,7 @@ def main() -> int:
         print(f"{len(files)} files of torch_npu's test/ ({args.commit[:12]}), {args.j} at a time", flush=True)
         outcomes = {}
         with ThreadPoolExecutor(args.j) as pool:
-            for done in pool.map(lambda f: run_file(tests, f, args.timeout, sys.executable), files):
+            for done in pool.map(lambda f: run_file(tests, f, args.timeout, sys.executable, expectations), files):
                 counts = {}
                 for outcome, _ in done["results"].values():
                     counts[outcome] = counts.get(outcome, 0) + 1
@@ -137,6 +150,8 @@ def main() -> int:
         kind, why = expected_outcome(test, expectations)
         if outcome == "skipped":
             summary["skipped"] += 1
+        elif outcome == "not_run":
+            summary["needs_silicon"] += 1
         elif outcome == "passed":
             summary["passed"] += 1
             if kind != "passed":
