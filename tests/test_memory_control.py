@@ -285,8 +285,9 @@ def test_alloc_conf_keys_of_torch_npu():
     assert default.lines[2:4] == ["fraction 1.0", "no OOM"]
     # segment_size_mb / large_segment_size_mb: the segments small and large blocks are carved from.
     assert configured.lines[0] == "reserved 36", configured.describe()
-    # The list form: 512-byte rounding below 2 MiB, 4 divisions of each power of 2 up to 8 MiB, 2 above.
-    assert configured.lines[1] == f"rounded {MiB + 512} {3 * MiB + MiB // 2} {12 * MiB}"
+    # The list form as c10 reads it: 2:1 sets sizes below 4 MiB (512-byte rounding), 8:4 the sizes from 8 to 16 MiB
+    # (4 divisions: 9 MiB + 1 takes 10 MiB), >:2 those above; 4 to 8 MiB, between two boundaries, keep 0.
+    assert configured.lines[1] == f"rounded {MiB + 512} {3 * MiB + 512} {10 * MiB}"
     # per_process_memory_fraction: 512 of the 2048 MiB, enforced as set_per_process_memory_fraction.
     assert configured.lines[2:4] == ["fraction 0.25", "OOM True"]
     # pinned_use_background_threads: a thread processes the pinned blocks' completed uses.

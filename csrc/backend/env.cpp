@@ -103,26 +103,32 @@ void parse_allocator_config(const std::string& text, AllocatorConfig& cfg, bool 
       cfg.garbage_collection_threshold = t;
     } else if (key == "roundup_power2_divisions" && !value.empty() && value.front() == '[') {
       if (value.back() != ']') bad("roundup_power2_divisions' list has no closing ']'");
-      // Each MiB:N covers the sizes from the previous boundary up to MiB; >:N every size from the last boundary on.
-      size_t from = 0;
+      // As c10 reads the list: MiB:N sets the interval starting at MiB (the first entry also every interval below
+      // it), >:N every interval after the last boundary (or after the first interval); intervals between two boundaries
+      // keep 0 (512-byte rounding).
+      size_t last = 0;
+      bool first = true;
       bool open_end = false;
       for (const std::string& entry : split_items(value.substr(1, value.size() - 2))) {
         const size_t c = entry.find(':');
         if (c == std::string::npos || open_end) bad("bad roundup_power2_divisions entry '" + entry + "'");
         const std::string bound = entry.substr(0, c);
         const size_t d = divisions(entry.substr(c + 1), true);
-        size_t to = AllocatorConfig::kRoundupIntervals;
         if (bound == ">") {
           open_end = true;
-        } else {
-          const long long mib = to_int("roundup_power2_divisions boundary", bound);
-          if (!is_pow2(mib)) bad("roundup_power2_divisions boundary '" + bound + "' is not a power of 2 (MiB)");
-          to = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(static_cast<uint64_t>(mib))),
-                                AllocatorConfig::kRoundupIntervals);
-          if (to <= from && from > 0) bad("roundup_power2_divisions boundaries must increase");
+          for (size_t i = last + 1; i < AllocatorConfig::kRoundupIntervals; ++i)
+            cfg.roundup_power2_divisions[i] = d;
+          continue;
         }
-        for (size_t i = from; i < to; ++i) cfg.roundup_power2_divisions[i] = d;
-        from = to;
+        const long long mib = to_int("roundup_power2_divisions boundary", bound);
+        if (!is_pow2(mib)) bad("roundup_power2_divisions boundary '" + bound + "' is not a power of 2 (MiB)");
+        const size_t index = std::min<size_t>(static_cast<size_t>(63 - __builtin_clzll(static_cast<uint64_t>(mib))),
+                                              AllocatorConfig::kRoundupIntervals - 1);
+        if (!first && index <= last) bad("roundup_power2_divisions boundaries must increase");
+        if (first) std::fill(cfg.roundup_power2_divisions, cfg.roundup_power2_divisions + index, d);
+        cfg.roundup_power2_divisions[index] = d;
+        last = index;
+        first = false;
       }
     } else if (key == "roundup_power2_divisions") {
       const size_t d = divisions(value, false);
