@@ -367,14 +367,6 @@ PYBIND11_MODULE(_C, m) {
                                 nullptr, &id));
     return id;
   });
-  // The runtime's id of a torch stream (snpuStreamGetInfo): the id the C seam's faults and records name streams by,
-  // which is not torch's StreamId (pool streams get runtime ids in creation order, across devices and captures).
-  m.def("_runtime_stream_id", [](int64_t stream_id, int device) {
-    uint64_t id = 0;
-    NPU_CHECK(snpuStreamGetInfo(stream_for(static_cast<c10::DeviceIndex>(device), stream_id).handle(), nullptr,
-                                nullptr, &id));
-    return id;
-  });
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;
     NPU_CHECK(snpuDeviceGetStreamPriorityRange(&least, &greatest));
