@@ -122,7 +122,7 @@ def test_profile_memory_shows_npu_memory(tmp_path):
     memory_of = {}  # key_averages may list a kernel apart from its op under the same name
     for e in prof.key_averages():
         memory_of[e.key] = memory_of.get(e.key, 0) + e.device_memory_usage
-    block = N * N * 4
+    block = N * N * 4 + 512  # torch_npu's allocator pads by 32 bytes and rounds to 512: what its profiler reports
     assert memory_of["aten::mm"] == block and memory_of["aten::add"] == block
     assert "NPU Mem" in prof.key_averages().table(sort_by="self_device_memory_usage")
     trace = tmp_path / "trace.json"
