@@ -14,6 +14,7 @@ import time
 import pytest
 import torch
 import torch_npu  # noqa: F401
+from softnpu import _C as softnpu_C
 
 
 @pytest.fixture(autouse=True)
@@ -353,3 +354,58 @@ def test_ddp_survives_a_uce_by_restoring_the_weights_from_the_replica(tmp_path):
     # The same training as an undisturbed run: the weights restored are those the UCE hit.
     assert final == [line for line in clean[0].splitlines() if line.startswith("final")][0], (faulty, clean)
 
+
+
+@pytest.fixture
+def unsafe_check_off_after():
+    yield
+    torch.npu._recovery.set_npu_tensor_unsafe_check_flag(False)
+    for segment in torch.npu.memory_snapshot():  # the marks left on other tests' live tensors
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated":
+                softnpu_C._update_npu_data_ptr(block["address"])
+
+
+def test_after_a_rebuilding_restart_ops_refuse_unsafe_inputs_until_a_copy_restores_them(unsafe_check_off_after):
+    """torch_npu's NPURecovery: restart_device(rebuild_all_resources=True) marks every live tensor of the device
+    unsafe and turns the check on; an op reading one raises, a copy into it (or a freed and reallocated block) is safe."""
+    a = torch.randn(2, 255, 255, device="npu")
+    b = torch.randn(2, 255, 255, device="npu")
+    replica = a.cpu()
+    torch.npu.synchronize()
+    torch.npu.restart_device(0, rebuild_all_resources=True)
+    assert torch.npu._recovery.get_npu_tensor_unsafe_check_flag()
+    assert not torch.npu._recovery.check_npu_tensor_is_safe(a)
+    for read in (lambda: a + b, lambda: a.add_(1), lambda: a[0].sum(), lambda: torch.mm(a[0], b[0]),
+                 lambda: torch.add(b, 1, out=a)):  # the last reads b
+        with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+            read()
+    with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+        a.cpu()
+    fresh = torch.ones(3, device="npu")  # new memory is safe
+    assert (fresh * 2).sum().item() == 6
+    a.copy_(replica)  # rebuilt from the replica
+    assert torch.npu._recovery.check_npu_tensor_is_safe(a)
+    torch.testing.assert_close(a.cpu(), replica)
+    del b
+    b = torch.randn(2, 255, 255, device="npu")  # the freed block again, with new data
+    assert torch.npu._recovery.check_npu_tensor_is_safe(b)
+    torch.testing.assert_close((a + b).cpu(), replica + b.cpu())
+
+
+def test_the_unsafe_check_can_be_disabled_and_a_plain_restart_marks_nothing(unsafe_check_off_after):
+    t = torch.randn(2, 3, device="npu")
+    torch.npu.restart_device(0)
+    assert torch.npu._recovery.check_npu_tensor_is_safe(t) and not torch.npu._recovery.get_npu_tensor_unsafe_check_flag()
+    torch.npu.restart_device(0, rebuild_all_resources=True, disable_tensor_unsafe_check=True)
+    assert torch.npu._recovery.check_npu_tensor_is_safe(t) and not torch.npu._recovery.get_npu_tensor_unsafe_check_flag()
+    torch.npu._recovery.mark_all_npu_tensor_unsafe(0)
+    assert not torch.npu._recovery.check_npu_tensor_is_safe(t)
+    torch.testing.assert_close((t * 2).cpu(), t.cpu() * 2)  # marked, but the check is off: ops run
+    torch.npu._recovery.set_npu_tensor_unsafe_check_flag(True)
+    with pytest.raises(RuntimeError, match="There is unsafe data in the input tensor"):
+        t * 2
+    torch.npu._recovery.update_npu_tensor_to_safe(t)
+    torch.testing.assert_close((t * 2).cpu(), t.cpu() * 2)
+    with pytest.raises(RuntimeError, match="param type should be Tensor"):
+        torch.npu._recovery.check_npu_tensor_is_safe("invalid_tensor")

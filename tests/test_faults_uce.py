@@ -20,7 +20,7 @@ def repaired_device():
     yield
     torch.npu._fault.clear()
     torch.npu.restart_device(0)  # repairs every UCE range and drops the errors the streams kept
-    torch.npu._recovery.set_npu_data_unsafe_flag(False)  # stop_device sets it
+    torch.npu._recovery.set_npu_tensor_unsafe_check_flag(False)
     torch.npu.synchronize()
 
 

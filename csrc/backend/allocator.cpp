@@ -22,6 +22,7 @@
 #include "backend/graph.h"
 #include "backend/gpu_trace.h"
 #include "backend/npu_error.h"
+#include "backend/recovery.h"
 
 namespace softnpu {
 
@@ -1056,6 +1057,7 @@ void free_block(void* ctx) {
   // the child leaves it alone (its memory goes with the process).
   if (C10_UNLIKELY(in_bad_fork())) return;
   Block* block = static_cast<Block*>(ctx);
+  if (C10_UNLIKELY(recovery::any_unsafe())) recovery::mark_safe(block->ptr);  // allocated again, it holds new data
   state(block->device).free(block);
 }
 

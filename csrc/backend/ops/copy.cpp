@@ -17,6 +17,7 @@
 #include "backend/host_allocator.h"
 #include "backend/npu_error.h"
 #include "backend/ops/executor.h"
+#include "backend/recovery.h"
 #include "backend/stream.h"
 #include "backend/sync_debug.h"
 
@@ -156,6 +157,11 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (C10_UNLIKELY(recovery::any_unsafe())) {
+    // torch_npu's check_and_update_npu_tensor_for_copy: a copy reads its source and rebuilds its destination.
+    recovery::check_safe(self);
+    if (dst.is_privateuseone() && dst.has_storage()) recovery::mark_safe(dst.storage().data());
+  }
   at::Tensor src = self;
   if (self.sizes() != dst.sizes()) {
     // The CPU's broadcast check and messages, before anything is skipped (an empty dst is no licence for any src).

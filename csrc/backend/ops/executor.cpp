@@ -33,6 +33,7 @@
 #include "backend/ops/storage.h"
 #include "backend/ops/widen.h"
 #include "backend/profiler/launch_trace.h"
+#include "backend/recovery.h"
 #include "backend/stream.h"
 #include "backend/sync_debug.h"
 
@@ -476,6 +477,15 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
 
 // ------------------------------------------------------------------------------------------------ the path
 
+// After a device fault (torch.npu._recovery): the tensors an op reads must not be in blocks marked unsafe. Its out=
+// arguments are only written.
+void check_inputs_safe(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::find(info.out_args.begin(), info.out_args.end(), static_cast<int>(i)) != info.out_args.end()) continue;
+    visit_tensors(args[i], [](const at::Tensor& t) { recovery::check_safe(t); });
+  }
+}
+
 void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpInfo& info = op_info(op);
   const size_t num_args = op.schema().arguments().size();
@@ -485,6 +495,8 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     return;
   }
+
+  if (C10_UNLIKELY(recovery::any_unsafe()) && recovery::check_enabled()) check_inputs_safe(info, torch::jit::last(*stack, num_args));
 
   const c10::DeviceIndex device = op_device(info, torch::jit::last(*stack, num_args));
   const c10::DeviceGuard guard(c10::Device(kNPU, device));

@@ -23,6 +23,7 @@
 #include "backend/python/ipc.h"
 #include "backend/python/ipc_event.h"
 #include "backend/npu_error.h"
+#include "backend/recovery.h"
 #include "backend/ops/compiled_kernel.h"
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
@@ -367,6 +368,12 @@ PYBIND11_MODULE(_C, m) {
                                 nullptr, &id));
     return id;
   });
+  // torch.npu._recovery's block marks (backend/recovery.h), by a storage's data pointer.
+  m.def("_npu_data_ptr_is_safe", [](uintptr_t ptr) { return recovery::is_safe(reinterpret_cast<void*>(ptr)); });
+  m.def("_mark_npu_data_ptr_unsafe", [](uintptr_t ptr) { recovery::mark_unsafe(reinterpret_cast<void*>(ptr)); });
+  m.def("_update_npu_data_ptr", [](uintptr_t ptr) { recovery::mark_safe(reinterpret_cast<void*>(ptr)); });
+  m.def("_set_npu_data_unsafe_flag", &recovery::set_check);
+  m.def("_get_npu_data_unsafe_flag", &recovery::check_enabled);
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;
     NPU_CHECK(snpuDeviceGetStreamPriorityRange(&least, &greatest));

@@ -4,13 +4,13 @@ restart_device, and torch.npu._recovery (the storages marked unsafe after a faul
 As on torch_npu (MindSpeed-LLM's and MindIO's recovery): after a UCE or a hang, ``stop_device`` aborts the device's
 work ("FORCE STOP" at the waits), ``check_uce_in_memory`` says what the UCE hit (0 nothing, 1 memory torch_npu does
 not use, 2 its cached free memory, 3 memory of live tensors), ``_recovery.mark_all_npu_tensor_unsafe`` marks the
-live storages, ``restart_device`` makes the device usable again (its memory repaired), and the program rebuilds what
-was hit (from a replica or a checkpoint), marking it safe again with ``update_npu_tensor_to_safe``."""
-import threading
-from typing import Set, Tuple
-
+live storages (``restart_device(d, rebuild_all_resources=True)`` does it and turns the check on: ops then refuse
+unsafe inputs), ``restart_device`` makes the device usable again (its memory repaired), and the program rebuilds what
+was hit (from a replica or a checkpoint): a copy into a tensor, or ``update_npu_tensor_to_safe``, marks it safe."""
 import torch
 
+from .. import _C
+from ..error_code import ErrCode, pta_error
 from . import fault
 
 __all__ = ["check_uce_in_memory", "stop_device", "restart_device", "_get_uce_addr"]
@@ -55,77 +55,76 @@ def stop_device(device_id: int) -> int:
     """Aborts the device's work (aclrtDeviceTaskAbort): queued and running kernels fail with "FORCE STOP" (ACL
     107022) at the next wait, as do those launched until restart_device; a hung device returns. Returns 0."""
     fault._check(fault._runtime().snpuDeviceStop(int(device_id)), "stop_device")
-    _set_npu_data_unsafe_flag(True)
     return 0
 
 
-def restart_device(device_id: int, rebuild_all_resource: bool = False) -> None:
+def restart_device(device_id: int, rebuild_all_resources: bool = False, disable_tensor_unsafe_check: bool = False) -> None:
     """Makes the device usable again: its UCE ranges are repaired (the memory stays, its contents are whatever the
-    program restores), the errors its streams kept unreported are dropped. ``rebuild_all_resource`` is torch_npu's
-    reserved argument (no effect there either)."""
+    program restores), the errors its streams kept unreported are dropped. As torch_npu's: with
+    ``rebuild_all_resources`` every live tensor of the device is marked unsafe and ops check their inputs (unless
+    ``disable_tensor_unsafe_check``), so that nothing computed from memory the fault may have hit goes unnoticed
+    until the program restores it (a copy into a tensor makes it safe)."""
+    from . import _lazy_init
+
+    _lazy_init()
+    if rebuild_all_resources and not disable_tensor_unsafe_check:
+        mark_all_npu_tensor_unsafe(device_id)
+        set_npu_tensor_unsafe_check_flag(True)
     fault._check(fault._runtime().snpuDeviceRestart(int(device_id)), "restart_device")
 
 
 # ---------------------------------------------------------------- torch.npu._recovery
-
-_lock = threading.Lock()
-_unsafe: Set[Tuple[int, int]] = set()  # (device, storage data_ptr)
-_data_unsafe = False
-
-
-def _key(storage) -> Tuple[int, int]:
-    return storage.device.index, storage.data_ptr()
+# The marks live in the backend (csrc/backend/recovery.h), where every op checks its inputs against them while the
+# flag is on, copies clear their destination's and the allocator clears a freed block's.
 
 
 def check_npu_storage_is_safe(storage_obj) -> bool:
     if not isinstance(storage_obj, (torch.storage.TypedStorage, torch.storage.UntypedStorage)):
-        raise RuntimeError(f"param type should be TypedStorage or UntypedStorage, could not be {type(storage_obj)}")
+        raise RuntimeError(f"param type should be TypedStorage or UntypedStorage, could not be {type(storage_obj)}"
+                           + pta_error(ErrCode.TYPE))
     storage = storage_obj.untyped() if isinstance(storage_obj, torch.storage.TypedStorage) else storage_obj
-    with _lock:
-        return _key(storage) not in _unsafe
+    return storage.device.type != "npu" or _C._npu_data_ptr_is_safe(storage.data_ptr())
 
 
 def check_npu_tensor_is_safe(tensor_obj) -> bool:
     if not isinstance(tensor_obj, torch.Tensor):
-        raise RuntimeError(f"param type should be Tensor, could not be {type(tensor_obj)}")
-    return tensor_obj.device.type != "npu" or check_npu_storage_is_safe(tensor_obj.untyped_storage())
+        raise RuntimeError(f"param type should be Tensor, could not be {type(tensor_obj)}" + pta_error(ErrCode.TYPE))
+    return check_npu_storage_is_safe(tensor_obj.untyped_storage())
 
 
 def mark_all_npu_tensor_unsafe(device: int) -> None:
     """Marks every live block of the device unsafe (torch_npu's markAllBlockUnsafe)."""
     from .memory import memory_snapshot
 
-    with _lock:
-        for segment in memory_snapshot():
-            if segment["device"] != device:
-                continue
-            address = segment["address"]
-            for block in segment["blocks"]:
-                start = block.get("address", address)
-                if block["state"] == "active_allocated":
-                    _unsafe.add((device, start))
-                address = start + block["size"]
+    for segment in memory_snapshot():
+        if segment["device"] != device:
+            continue
+        address = segment["address"]
+        for block in segment["blocks"]:
+            start = block.get("address", address)
+            if block["state"] == "active_allocated":
+                _C._mark_npu_data_ptr_unsafe(start)
+            address = start + block["size"]
 
 
 def update_npu_storage_to_safe(storage_obj) -> None:
+    if not isinstance(storage_obj, (torch.storage.TypedStorage, torch.storage.UntypedStorage)):
+        raise RuntimeError(f"param type should be TypedStorage or UntypedStorage, could not be {type(storage_obj)}"
+                           + pta_error(ErrCode.TYPE))
     storage = storage_obj.untyped() if isinstance(storage_obj, torch.storage.TypedStorage) else storage_obj
-    with _lock:
-        _unsafe.discard(_key(storage))
+    _C._update_npu_data_ptr(storage.data_ptr())
 
 
 def update_npu_tensor_to_safe(tensor_obj) -> None:
-    if tensor_obj.device.type == "npu":
-        update_npu_storage_to_safe(tensor_obj.untyped_storage())
+    if not isinstance(tensor_obj, torch.Tensor):
+        raise RuntimeError(f"param type should be Tensor, could not be {type(tensor_obj)}" + pta_error(ErrCode.TYPE))
+    update_npu_storage_to_safe(tensor_obj.untyped_storage())
 
 
-def _set_npu_data_unsafe_flag(flag: bool) -> None:
-    global _data_unsafe
-    _data_unsafe = bool(flag)
+def set_npu_tensor_unsafe_check_flag(flag: bool) -> None:
+    """Whether ops refuse inputs in unsafe blocks (torch_npu's npu data unsafe flag)."""
+    _C._set_npu_data_unsafe_flag(bool(flag))
 
 
-def set_npu_data_unsafe_flag(flag: bool) -> None:
-    _set_npu_data_unsafe_flag(flag)
-
-
-def get_npu_data_unsafe_flag() -> bool:
-    return _data_unsafe
+def get_npu_tensor_unsafe_check_flag() -> bool:
+    return _C._get_npu_data_unsafe_flag()
