@@ -7,6 +7,7 @@ shared through _share_npu_ / _new_shared_npu; a forked child of an initialized p
 The spawned children run the functions below (spawn pickles them by name, importing this module); each child pays
 torch's import, so the cases share one child where they can."""
 
+import gc
 import pickle
 
 import pytest
@@ -46,6 +47,7 @@ def _receiver(inbox, outbox):
 
 
 def test_npu_tensors_through_a_queue_to_a_spawned_process():
+    gc.collect()  # earlier tests' garbage, collected mid-test, would move memory_allocated under the checks below
     ctx = mp.get_context("spawn")
     inbox, outbox = ctx.Queue(), ctx.Queue()
     child = ctx.Process(target=_receiver, args=(inbox, outbox))

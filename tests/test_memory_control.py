@@ -3,6 +3,7 @@ use_mem_pool (also with an NPUPluggableAllocator), caching_allocator_alloc/delet
 memory_stats_as_nested_dict, PYTORCH_NO_NPU_MEMORY_CACHING, PYTORCH_NPU_ALLOC_CONF's torch_npu keys and expandable
 segments; the host allocator's statistics; set_sync_debug_mode."""
 
+import gc
 import warnings
 from pathlib import Path
 
@@ -70,6 +71,7 @@ def test_mem_pool_segment_freed_with_its_last_tensor():
 
 
 def test_caching_allocator_alloc_and_delete():
+    gc.collect()  # earlier tests' garbage would be freed at a random point
     before = torch.npu.memory_allocated()
     ptr = torch.npu.caching_allocator_alloc(10000, device=1, stream=torch.npu.current_stream(1))
     assert ptr != 0 and torch.npu.memory_allocated(1) >= 10000
