@@ -377,8 +377,10 @@ def test_msprof_analyze_compare(profiles, msprof_analyze, tmp_path):
     table = re.search(r"Model Profiling Time Distribution(.*)", out, re.S).group(1)
     rows = [line for line in table.splitlines() if line.startswith("| NPU")]
     assert len(rows) == 2  # both profiles read as NPU (Ascend) profiles
+    # Its times are seconds to 3 decimals: these short profiles read 0.000s or 0.001s (the advisor test checks the
+    # step's split in ms); each row must carry them.
     e2e = [float(re.findall(r"([\d.]+)s", row)[-1]) for row in rows]
-    assert all(t > 0 for t in e2e)
+    assert all(0 <= t < 1 for t in e2e), rows
     (report,) = tmp_path.glob("performance_comparison_result_*.xlsx")
     with zipfile.ZipFile(report) as book:
         sheets = book.read("xl/workbook.xml").decode()
