@@ -496,7 +496,8 @@ void execute(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
 
-  if (C10_UNLIKELY(recovery::any_unsafe()) && recovery::check_enabled()) check_inputs_safe(info, torch::jit::last(*stack, num_args));
+  if (C10_UNLIKELY(recovery::any_unsafe()) && recovery::check_enabled())
+    check_inputs_safe(info, torch::jit::last(*stack, num_args));
 
   const c10::DeviceIndex device = op_device(info, torch::jit::last(*stack, num_args));
   const c10::DeviceGuard guard(c10::Device(kNPU, device));
