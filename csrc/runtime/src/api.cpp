@@ -291,11 +291,49 @@ snpuError_t snpuMallocHost(void** ptr, size_t size) {
   });
 }
 
+snpuError_t snpuHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuHostAlloc", "ptr");
+    if (flags != snpuHostAllocDefault && flags != snpuHostAllocMapped)
+      return fail(snpuErrorInvalidValue, "snpuHostAlloc: flags " + std::to_string(flags) +
+                                             " is neither snpuHostAllocDefault nor snpuHostAllocMapped");
+    return rt->memory.allocate_host(size, ptr, flags == snpuHostAllocMapped ? rt->current_device() : nullptr);
+  });
+}
+
+snpuError_t snpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned int flags) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!device_ptr) return null_argument("snpuHostGetDevicePointer", "device_ptr");
+    if (flags != 0)
+      return fail(snpuErrorInvalidValue, "snpuHostGetDevicePointer: flags must be 0, not " + std::to_string(flags));
+    Allocation a;
+    if (!host_ptr || !rt->memory.find(host_ptr, &a) || !a.mapped_for) {
+      char text[128];
+      std::snprintf(text, sizeof(text), "snpuHostGetDevicePointer: %p is not mapped host memory (snpuHostAllocMapped)",
+                    host_ptr);
+      return fail(snpuErrorInvalidValue, text);
+    }
+    *device_ptr = host_ptr;  // one address space: the device addresses the host's pages where the host does
+    return snpuSuccess;
+  });
+}
+
 snpuError_t snpuFreeHost(void* ptr) {
   return guarded([&] {
     Runtime* rt;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (!ptr) return snpuSuccess;
+    Allocation a;
+    if (rt->memory.find(ptr, &a) && a.base == ptr && a.mapped_for) {
+      // Mapped memory is device memory to queued device code: as snpuFree, it goes after the device's work.
+      if (in_kernel()) return not_in_kernel("snpuFreeHost of mapped host memory");
+      if (snpuError_t e = check_unsafe_in_capture(a.mapped_for, "snpuFreeHost")) return e;
+      a.mapped_for->synchronize(false);
+    }
     return rt->memory.free(ptr, snpuMemoryTypeHost);
   });
 }
@@ -307,7 +345,8 @@ snpuError_t snpuPointerGetAttributes(snpuPointerAttributes* attr, const void* pt
     if (!attr) return null_argument("snpuPointerGetAttributes", "attr");
     Allocation a;
     if (ptr && rt->memory.find(ptr, &a)) {
-      *attr = {a.type, a.device ? a.device->index : -1, a.base, a.size};
+      const Device* device = a.device ? a.device : a.mapped_for;
+      *attr = {a.type, device ? device->index : -1, a.base, a.size};
     } else {
       *attr = {snpuMemoryTypeUnregistered, -1, nullptr, 0};
     }
@@ -440,8 +479,8 @@ snpuError_t snpuStreamWaitEvent(snpuStream_t stream, snpuEvent_t event) {
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuStreamWaitEvent", &s)) return e;
     if (snpuError_t e = rt->event(event, "snpuStreamWaitEvent", &ev)) return e;
-    if (StreamCapture* c = s->capture.load(std::memory_order_acquire))
-      return refuse_in_capture(c, "snpuStreamWaitEvent");
+    const uint64_t event_capture = ev->capture_id();
+    if (event_capture != 0 || s->capture.load(std::memory_order_acquire)) return wait_in_capture(s, event_capture);
     Event::Capture capture = ev->capture();
     if (!capture.stream) return snpuSuccess;  // never recorded: complete
     if (capture.stream == s || capture.stream->reached(capture.seq)) {
@@ -510,7 +549,7 @@ snpuError_t snpuEventRecord(snpuEvent_t event, snpuStream_t stream) {
     if (snpuError_t e = acquire_runtime(&rt)) return e;
     if (snpuError_t e = rt->event(event, "snpuEventRecord", &ev)) return e;
     if (snpuError_t e = rt->stream(stream, "snpuEventRecord", &s)) return e;
-    if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) return refuse_in_capture(c, "snpuEventRecord");
+    if (StreamCapture* c = s->capture.load(std::memory_order_acquire)) return record_in_capture(c, ev);
     uint64_t seq = ev->record(s);
     if (rt->config.launch_blocking && !in_kernel()) return synchronize(s, seq);
     return snpuSuccess;
@@ -640,13 +679,19 @@ snpuError_t snpuStreamEndCapture(snpuStream_t stream, snpuGraph_t* graph) {
 }
 
 snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptureStatus* status) {
+  if (!status) return guarded([&] { return null_argument("snpuStreamIsCapturing", "status"); });
+  return snpuStreamGetCaptureInfo(stream, status, nullptr);
+}
+
+snpuError_t snpuStreamGetCaptureInfo(snpuStream_t stream, snpuStreamCaptureStatus* status, uint64_t* id) {
   return guarded([&] {
     Runtime* rt;
     Stream* s;
     if (snpuError_t e = acquire_runtime(&rt)) return e;
-    if (!status) return null_argument("snpuStreamIsCapturing", "status");
-    if (snpuError_t e = rt->stream(stream, "snpuStreamIsCapturing", &s)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamGetCaptureInfo", &s)) return e;
     StreamCapture* c = s->capture.load(std::memory_order_acquire);
+    if (id) *id = c ? c->id : 0;
+    if (!status) return snpuSuccess;
     if (!c) {
       *status = snpuStreamCaptureStatusNone;
     } else {

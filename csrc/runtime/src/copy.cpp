@@ -19,6 +19,7 @@ struct Side {
   bool device = false;     // device memory, the whole range inside one allocation
   Device* owner = nullptr;
   bool pinned = false;     // the whole range inside one pinned allocation
+  bool mapped = false;     // ... which its device addresses too (snpuHostAllocMapped): either side of a copy
 };
 
 snpuError_t classify(const Runtime& rt, const void* p, size_t size, const char* call, const char* role, Side* out) {
@@ -29,6 +30,10 @@ snpuError_t classify(const Runtime& rt, const void* p, size_t size, const char* 
   bool fits = size <= a.size - offset;
   if (a.type == snpuMemoryTypeHost) {
     out->pinned = fits;
+    // Its device pointer is the host pointer: taken as device memory unless the copy's kind says host.
+    out->mapped = fits && a.mapped_for;
+    out->device = out->mapped;
+    out->owner = out->mapped ? a.mapped_for : nullptr;
     return snpuSuccess;
   }
   if (!fits) {
@@ -82,6 +87,8 @@ snpuError_t plan_copy(const Runtime& rt, void* dst, const void* src, size_t size
   }
   bool dst_device = kind == snpuMemcpyHostToDevice || kind == snpuMemcpyDeviceToDevice;
   bool src_device = kind == snpuMemcpyDeviceToHost || kind == snpuMemcpyDeviceToDevice;
+  if (d.mapped) d.device = dst_device;
+  if (s.mapped) s.device = src_device;
   if (d.device != dst_device) return wrong_side(call, kind, "dst", dst, dst_device);
   if (s.device != src_device) return wrong_side(call, kind, "src", src, src_device);
 

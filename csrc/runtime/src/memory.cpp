@@ -243,7 +243,7 @@ snpuError_t Memory::allocate_device(Device* device, size_t size, void** out) {
   return snpuSuccess;
 }
 
-snpuError_t Memory::allocate_host(size_t size, void** out) {
+snpuError_t Memory::allocate_host(size_t size, void** out, Device* mapped_for) {
   if (size == 0) {
     *out = nullptr;
     return snpuSuccess;
@@ -258,7 +258,9 @@ snpuError_t Memory::allocate_host(size_t size, void** out) {
                 "cannot allocate " + mib(size) + " of pinned host memory: " + std::strerror(errno));
   }
   std::unique_lock lock(mutex_);
-  allocations_[static_cast<char*>(p)] = Allocation{static_cast<char*>(p), size, mapped, snpuMemoryTypeHost, nullptr};
+  Allocation a{static_cast<char*>(p), size, mapped, snpuMemoryTypeHost, nullptr};
+  a.mapped_for = mapped_for;
+  allocations_[a.base] = a;
   *out = p;
   return snpuSuccess;
 }

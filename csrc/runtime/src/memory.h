@@ -39,6 +39,7 @@ struct Allocation {
   int fd = -1;           // the memfd device memory lives in (-1: private memory, not exported yet)
   uint64_t serial = 0;   // names the memfd ("softnpu-<serial>"), so an importer can tell a reused fd number
   bool imported = false; // another process's allocation, opened by snpuIpcOpenMemHandle: not accounted here
+  Device* mapped_for = nullptr;  // pinned host memory the device addresses too (snpuHostAllocMapped); not accounted
 };
 
 class Memory {
@@ -48,7 +49,8 @@ class Memory {
   Memory& operator=(const Memory&) = delete;
 
   snpuError_t allocate_device(Device* device, size_t size, void** out);
-  snpuError_t allocate_host(size_t size, void** out);
+  // Pinned host memory; mapped_for: the device that addresses it too (snpuHostAllocMapped), or null.
+  snpuError_t allocate_host(size_t size, void** out, Device* mapped_for = nullptr);
   // Frees the allocation starting at ptr, which must be of the given type.
   snpuError_t free(void* ptr, snpuMemoryType type);
 

@@ -363,5 +363,72 @@ TEST(Memory, UnprotectedDeviceMemoryIsPlainHostMemory) {
   ASSERT_SNPU(snpuFree(dev));
 }
 
+// Mapped host memory (snpuHostAllocMapped, behind torch_npu's swapped memory): the host and the device address the
+// same bytes, copies and memsets take it as device memory of its device, no capacity is accounted, and snpuFreeHost
+// waits for the device code that may still use it.
+TEST(Memory, MappedHostMemoryIsDeviceMemoryOfItsDevice) {
+  constexpr size_t n = kMiB + 7;
+  size_t free_before, total;
+  ASSERT_SNPU(snpuMemGetInfo(0, &free_before, &total));
+  void* mapped;
+  ASSERT_SNPU(snpuHostAlloc(&mapped, n, snpuHostAllocMapped));
+  size_t free_after;
+  ASSERT_SNPU(snpuMemGetInfo(0, &free_after, &total));
+  EXPECT_EQ(free_after, free_before) << "mapped host memory is not the device's capacity";
+  void* dev = nullptr;
+  ASSERT_SNPU(snpuHostGetDevicePointer(&dev, static_cast<char*>(mapped) + 16, 0));
+  EXPECT_EQ(dev, static_cast<char*>(mapped) + 16);
+  snpuPointerAttributes attr{};
+  ASSERT_SNPU(snpuPointerGetAttributes(&attr, dev));
+  EXPECT_EQ(attr.type, snpuMemoryTypeHost);
+  EXPECT_EQ(attr.device, 0);
+  EXPECT_EQ(attr.base, mapped);
+
+  // Device side of every kind of copy and of a memset; the host sees the device's writes.
+  std::vector<uint8_t> data = pattern(n, 3);
+  ASSERT_SNPU(snpuMemcpy(mapped, data.data(), n, snpuMemcpyHostToDevice));
+  void* other;
+  ASSERT_SNPU(snpuMalloc(&other, n));
+  ASSERT_SNPU(snpuMemcpy(other, mapped, n, snpuMemcpyDeviceToDevice));
+  ASSERT_SNPU(snpuMemsetAsync(mapped, 0x5A, n, nullptr));
+  ASSERT_SNPU(snpuDeviceSynchronize());
+  EXPECT_EQ(static_cast<uint8_t*>(mapped)[n - 1], 0x5A);
+  std::vector<uint8_t> back(n);
+  ASSERT_SNPU(snpuMemcpy(back.data(), other, n, snpuMemcpyDefault));
+  EXPECT_EQ(back, data);
+  ASSERT_SNPU(snpuMemcpy(mapped, other, n, snpuMemcpyDefault));  // inferred: device to device
+  // Still pinned host memory for a copy whose kind says host.
+  ASSERT_SNPU(snpuMemcpy(other, mapped, n, snpuMemcpyHostToDevice));
+  ASSERT_SNPU(snpuMemcpy(back.data(), mapped, n, snpuMemcpyDeviceToHost));
+  EXPECT_EQ(back, data);
+
+  // Freed after the kernel queued before it, which still writes it.
+  std::atomic<bool> ran{false};
+  ASSERT_SNPU(launch(nullptr, "late writer", [&] {
+    std::this_thread::sleep_for(50ms);
+    std::memset(dev, 1, n);
+    ran = true;
+    return 0;
+  }));
+  ASSERT_SNPU(snpuFreeHost(mapped));
+  EXPECT_TRUE(ran.load());
+  ASSERT_SNPU(snpuFree(other));
+}
+
+TEST(Memory, HostAllocChecksItsArguments) {
+  void* p;
+  EXPECT_EQ(snpuHostAlloc(&p, 4096, 1), snpuErrorInvalidValue);
+  ASSERT_SNPU(snpuHostAlloc(&p, 4096, snpuHostAllocDefault));
+  void* dev;
+  EXPECT_EQ(snpuHostGetDevicePointer(&dev, p, 0), snpuErrorInvalidValue) << "pinned, not mapped";
+  ASSERT_SNPU(snpuFreeHost(p));
+  ASSERT_SNPU(snpuHostAlloc(&p, 4096, snpuHostAllocMapped));
+  EXPECT_EQ(snpuHostGetDevicePointer(&dev, p, 1), snpuErrorInvalidValue);
+  int local;
+  EXPECT_EQ(snpuHostGetDevicePointer(&dev, &local, 0), snpuErrorInvalidValue);
+  EXPECT_EQ(snpuFree(p), snpuErrorInvalidPointer);
+  ASSERT_SNPU(snpuFreeHost(p));
+}
+
 }  // namespace
 }  // namespace softnpu::test

@@ -245,6 +245,21 @@ SNPU_API snpuError_t snpuFree(void* ptr);
 SNPU_API snpuError_t snpuMallocHost(void** ptr, size_t size);
 SNPU_API snpuError_t snpuFreeHost(void* ptr);
 
+/* Mapped host memory, as CUDA's cudaHostAlloc(cudaHostAllocMapped) / cudaHostGetDevicePointer (Ascend's
+ * aclrtMallocHost + aclrtHostRegister(ACL_HOST_REGISTER_MAPPED), behind torch_npu's swapped memory): pinned host
+ * memory that the current device also addresses directly, so kernels, copies and memsets take its device pointer as
+ * device memory of that device, with no capacity accounted (it is the host's). The device pointer is the host
+ * pointer (one address space, as CUDA's UVA). snpuPointerGetAttributes reports it as snpuMemoryTypeHost with the
+ * device it is mapped for. snpuFreeHost of it waits first for all work on that device (as snpuFree), since queued
+ * device code may still use it. */
+#define snpuHostAllocDefault 0
+#define snpuHostAllocMapped 2
+/* SYNC. flags: snpuHostAllocDefault (as snpuMallocHost) or snpuHostAllocMapped; snpuErrorInvalidValue otherwise. */
+SNPU_API snpuError_t snpuHostAlloc(void** ptr, size_t size, unsigned int flags);
+/* SYNC. The device pointer of mapped host memory (interior pointers included); flags is 0. snpuErrorInvalidValue
+ * for memory that is not mapped host memory. */
+SNPU_API snpuError_t snpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned int flags);
+
 /* Virtual memory, as CUDA's cuMemAddressReserve / cuMemMap / cuMemUnmap: an address range of a device is reserved
  * with no memory behind it, then memory is mapped into it and unmapped from it in pages of the granularity, so an
  * allocation grows and shrinks in place. Mapped pages are accounted against the device's capacity (and in
@@ -277,7 +292,7 @@ typedef enum snpuMemoryType {
 
 typedef struct snpuPointerAttributes {
   snpuMemoryType type;
-  int device;       /* owning device for device memory, -1 otherwise */
+  int device;       /* owning device for device memory, the device of mapped host memory, -1 otherwise */
   void* base;       /* start of the allocation containing the pointer (NULL if unregistered) */
   size_t size;      /* size of that allocation */
 } snpuPointerAttributes;
@@ -428,11 +443,18 @@ SNPU_API snpuStream_t snpuKernelCurrentStream(void);
  * Illegal while capturing (snpuErrorStreamCaptureUnsupported; the capture is invalidated: later launches on the
  * stream fail with snpuErrorStreamCaptureInvalidated, and end-capture fails with it and yields no graph):
  *  - snpuStreamSynchronize / snpuStreamQuery of the capturing stream, a copy that must complete before its call
- *    returns (pageable host memory) or is staged (pageable host to device), event records on it and waits of it;
+ *    returns (pageable host memory) or is staged (pageable host to device), a wait of it on an event not recorded
+ *    in the same capture;
  *  - unless the capture's mode is snpuStreamCaptureModeRelaxed: snpuDeviceSynchronize, snpuMemcpy and snpuFree on
  *    the capturing stream's device — from any thread in global mode, from the thread that began the capture in
  *    thread-local mode (CUDA's cudaStreamCaptureMode). The capture invalidated is every capture on that device
  *    that the mode applies to. */
+
+ *
+ * Fork/join, as CUDA's: snpuEventRecord on a capturing stream records no marker, the event names the capture; a
+ * stream (not a default stream, on the same device) that waits on such an event joins the capture, and its launches
+ * are recorded into the same graph until the capture ends (on the stream that began it). The graph runs its work in
+ * launch order, which keeps every dependency the host's records and waits expressed. */
 
 typedef struct snpuGraph* snpuGraph_t;
 
@@ -455,6 +477,9 @@ SNPU_API snpuError_t snpuStreamBeginCapture(snpuStream_t stream, snpuStreamCaptu
 SNPU_API snpuError_t snpuStreamEndCapture(snpuStream_t stream, snpuGraph_t* graph);
 /* SYNC. The stream's snpuStreamCaptureStatus. */
 SNPU_API snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptureStatus* status);
+/* SYNC. As snpuStreamIsCapturing (status may be NULL), and the capture's id (0 when the stream does not capture):
+ * unique in the process, the same for every stream that joined the capture (cudaStreamGetCaptureInfo's id). */
+SNPU_API snpuError_t snpuStreamGetCaptureInfo(snpuStream_t stream, snpuStreamCaptureStatus* status, uint64_t* id);
 /* SYNC. Number of recorded kernels, copies and memsets. */
 SNPU_API snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count);
 /* ASYNC. Enqueues the graph's recorded work on the stream as one task (named "NPUGraph"). A node that fails ends the
