@@ -25,7 +25,22 @@ uint64_t Event::record(Stream* s) {
   if (stream_) stream_->release();
   stream_ = s;
   seq_ = seq;
+  capture_id_ = 0;
   return seq;
+}
+
+void Event::record_in_capture(uint64_t capture_id) {
+  std::lock_guard lock(mutex_);
+  ++generation_;
+  if (stream_) stream_->release();
+  stream_ = nullptr;
+  seq_ = 0;
+  capture_id_ = capture_id;
+}
+
+uint64_t Event::capture_id() {
+  std::lock_guard lock(mutex_);
+  return capture_id_;
 }
 
 Event::Capture Event::capture() {

@@ -38,6 +38,11 @@ class Event {
 
   // Enqueues the marker on s, replacing the previous capture. Returns the marker's seq.
   uint64_t record(Stream* s);
+  // A record on a stream that captures (graph.h): no marker, the event names the capture; a stream that waits on it
+  // joins that capture (fork/join across streams, as CUDA's). Replaces the previous capture.
+  void record_in_capture(uint64_t capture_id);
+  // The capture of the last record if it was made while capturing, else 0.
+  uint64_t capture_id();
   Capture capture();
   bool complete();
 
@@ -54,6 +59,7 @@ class Event {
   Stream* stream_ = nullptr;  // guarded by mutex_; holds a reference
   uint64_t seq_ = 0;
   uint64_t generation_ = 0;
+  uint64_t capture_id_ = 0;  // guarded by mutex_
   int64_t time_ns_ = 0;
 };
 

@@ -16,6 +16,7 @@ namespace {
 std::mutex g_captures_mutex;
 std::vector<StreamCapture*> g_captures;  // guarded by g_captures_mutex
 std::atomic<int> g_capture_count{0};
+std::atomic<uint64_t> g_next_capture_id{1};
 
 std::string stream_name(const Stream* s) { return "stream " + std::to_string(s->id); }
 
@@ -100,13 +101,52 @@ snpuError_t check_unsafe_in_capture(const Device* d, const char* call) {
   return refuse_locked(first, call);
 }
 
+snpuError_t record_in_capture(StreamCapture* c, Event* ev) {
+  std::lock_guard<std::mutex> lock(c->mutex);
+  if (c->invalidated)
+    return fail(snpuErrorStreamCaptureInvalidated,
+                "snpuEventRecord: the capture of " + stream_name(c->stream) +
+                    " was invalidated by an earlier operation not permitted when stream is capturing");
+  ev->record_in_capture(c->id);
+  return snpuSuccess;
+}
+
+snpuError_t wait_in_capture(Stream* s, uint64_t event_capture_id) {
+  StreamCapture* mine = s->capture.load(std::memory_order_acquire);
+  if (event_capture_id == 0) return refuse_in_capture(mine, "snpuStreamWaitEvent of an event recorded outside it");
+  std::lock_guard<std::mutex> lock(g_captures_mutex);
+  auto it = std::find_if(g_captures.begin(), g_captures.end(),
+                         [&](const StreamCapture* c) { return c->id == event_capture_id; });
+  if (it == g_captures.end()) {
+    if (mine) return refuse_in_capture(mine, "snpuStreamWaitEvent of an event recorded in an ended capture");
+    return fail(snpuErrorInvalidValue,
+                "snpuStreamWaitEvent: the event was recorded during a stream capture that has ended");
+  }
+  StreamCapture* c = *it;
+  if (mine == c) return snpuSuccess;
+  if (mine) return refuse_in_capture(mine, "snpuStreamWaitEvent of an event recorded in another capture");
+  if (s == s->device->default_stream())
+    return fail(snpuErrorInvalidValue, "snpuStreamWaitEvent: the default stream cannot join the capture of " +
+                                           stream_name(c->stream));
+  if (s->device != c->stream->device)
+    return fail(snpuErrorInvalidValue, "snpuStreamWaitEvent: " + stream_name(s) +
+                                           " cannot join a capture of another device's " + stream_name(c->stream));
+  std::lock_guard<std::mutex> capture_lock(c->mutex);
+  StreamCapture* expected = nullptr;
+  if (!s->capture.compare_exchange_strong(expected, c))
+    return fail(snpuErrorInvalidValue, "snpuStreamWaitEvent: " + stream_name(s) + " began capturing meanwhile");
+  s->retain();
+  c->joined.push_back(s);
+  return snpuSuccess;
+}
+
 snpuError_t begin_capture(Stream* s, snpuStreamCaptureMode mode) {
   if (s == s->device->default_stream())
     return fail(snpuErrorInvalidValue, "snpuStreamBeginCapture: the default stream cannot be captured");
   if (mode < snpuStreamCaptureModeGlobal || mode > snpuStreamCaptureModeRelaxed)
     return fail(snpuErrorInvalidValue,
                 "snpuStreamBeginCapture: " + std::to_string(mode) + " is not a snpuStreamCaptureMode");
-  auto* c = new StreamCapture(s, mode);
+  auto* c = new StreamCapture(s, mode, g_next_capture_id.fetch_add(1, std::memory_order_relaxed));
   StreamCapture* expected = nullptr;
   if (!s->capture.compare_exchange_strong(expected, c)) {
     delete c->graph;
@@ -122,12 +162,20 @@ snpuError_t begin_capture(Stream* s, snpuStreamCaptureMode mode) {
 snpuError_t end_capture(Stream* s, Graph** graph) {
   *graph = nullptr;
   StreamCapture* c = s->capture.load(std::memory_order_acquire);
+  if (c && c->stream != s)
+    return fail(snpuErrorInvalidValue, "snpuStreamEndCapture: " + stream_name(s) + " joined the capture of " +
+                                           stream_name(c->stream) + ", which must end it");
   if (!c || !s->capture.compare_exchange_strong(c, nullptr))
     return fail(snpuErrorInvalidValue, "snpuStreamEndCapture: " + stream_name(s) + " is not capturing");
   {
     std::lock_guard<std::mutex> lock(g_captures_mutex);
     g_captures.erase(std::find(g_captures.begin(), g_captures.end(), c));
     g_capture_count.fetch_sub(1, std::memory_order_release);
+  }
+  for (Stream* joined : c->joined) {
+    StreamCapture* expected = c;
+    joined->capture.compare_exchange_strong(expected, nullptr);
+    joined->release();
   }
   // The capture's launches have returned (ending a capture while they run is the caller's error, as in CUDA); only
   // a check of another device's unsafe call may hold its mutex now.

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "event.h"
 #include "stream.h"
 
 namespace softnpu::rt {
@@ -25,16 +26,22 @@ class Graph {
   std::atomic<int> refs_{1};
 };
 
+// One capture: begun on `stream`, joined by the streams that waited on an event recorded in it (each then records
+// into the same graph: the graph runs its tasks in launch order, which the host's launches make an order that keeps
+// every fork/join dependency).
 class StreamCapture {
  public:
-  StreamCapture(Stream* s, snpuStreamCaptureMode m) : stream(s), mode(m), thread(std::this_thread::get_id()) {}
+  StreamCapture(Stream* s, snpuStreamCaptureMode m, uint64_t capture_id)
+      : stream(s), mode(m), thread(std::this_thread::get_id()), id(capture_id) {}
   Stream* const stream;
   const snpuStreamCaptureMode mode;
   const std::thread::id thread;  // the thread that began it, for snpuStreamCaptureModeThreadLocal
+  const uint64_t id;             // unique in the process, never 0 (snpuStreamGetCaptureInfo)
 
   std::mutex mutex;  // launches may come from several host threads (autograd's device threads)
-  Graph* graph = new Graph;  // guarded by mutex
-  bool invalidated = false;  // guarded by mutex
+  Graph* graph = new Graph;      // guarded by mutex
+  bool invalidated = false;      // guarded by mutex
+  std::vector<Stream*> joined;   // guarded by mutex; each holds a reference until the capture ends
 };
 
 // launch()'s path for a capturing stream: records the task, or refuses it (invalidating the capture).
@@ -47,6 +54,13 @@ snpuError_t refuse_in_capture(StreamCapture* c, const std::string& call);
 // invalidating the captures it concerns by their mode, or returns snpuSuccess. Costs one atomic load when nothing
 // captures.
 snpuError_t check_unsafe_in_capture(const Device* d, const char* call);
+
+// snpuEventRecord on a capturing stream: the event names the capture instead of marking the queue.
+snpuError_t record_in_capture(StreamCapture* c, Event* ev);
+// snpuStreamWaitEvent where the stream captures or the event was recorded in a capture: a stream outside any capture
+// joins the event's capture; within the same capture the wait is already kept by launch order; anything else is
+// refused.
+snpuError_t wait_in_capture(Stream* s, uint64_t event_capture_id);
 
 snpuError_t begin_capture(Stream* s, snpuStreamCaptureMode mode);
 snpuError_t end_capture(Stream* s, Graph** graph);

@@ -190,22 +190,63 @@ TEST_F(Capturing, SynchronousCopyAndFreeAreRefused) {
   EXPECT_SNPU(snpuFree(dev));
 }
 
-TEST_F(Capturing, PageableCopyAndEventsAreRefused) {
+TEST_F(Capturing, PageableCopyAndOutsideEventsAreRefused) {
   void* dev;
   ASSERT_SNPU(snpuMalloc(&dev, 64));
   int host[16] = {};
-  for (int which = 0; which < 3; ++which) {
+  for (int which = 0; which < 2; ++which) {
     snpuEvent_t e;
     ASSERT_SNPU(snpuEventCreate(&e, 0));
     ASSERT_SNPU(snpuStreamBeginCapture(s, snpuStreamCaptureModeGlobal));
-    snpuError_t err = which == 0   ? snpuMemcpyAsync(dev, host, sizeof(host), snpuMemcpyHostToDevice, s)
-                      : which == 1 ? snpuEventRecord(e, s)
-                                   : snpuStreamWaitEvent(s, e);
+    snpuError_t err = which == 0 ? snpuMemcpyAsync(dev, host, sizeof(host), snpuMemcpyHostToDevice, s)
+                                 : snpuStreamWaitEvent(s, e);  // an event not recorded in the capture
     EXPECT_EQ(err, snpuErrorStreamCaptureUnsupported) << which;
     expect_invalidated(s);
     EXPECT_SNPU(snpuEventDestroy(e));
   }
   EXPECT_SNPU(snpuFree(dev));
+}
+
+TEST_F(Capturing, ForkJoinRecordsTheSideStreamIntoTheGraph) {
+  snpuStream_t side;
+  ASSERT_SNPU(snpuStreamCreate(&side, 0));
+  snpuEvent_t fork, join;
+  ASSERT_SNPU(snpuEventCreate(&fork, snpuEventDisableTiming));
+  ASSERT_SNPU(snpuEventCreate(&join, snpuEventDisableTiming));
+  std::vector<int> order;
+  ASSERT_SNPU(snpuStreamBeginCapture(s, snpuStreamCaptureModeGlobal));
+  ASSERT_SNPU(launch(s, "before", [&] { order.push_back(1); return 0; }));
+  ASSERT_SNPU(snpuEventRecord(fork, s));
+  ASSERT_SNPU(snpuStreamWaitEvent(side, fork));  // side joins the capture
+  uint64_t id_main = 0, id_side = 0;
+  snpuStreamCaptureStatus status;
+  ASSERT_SNPU(snpuStreamGetCaptureInfo(s, nullptr, &id_main));
+  ASSERT_SNPU(snpuStreamGetCaptureInfo(side, &status, &id_side));
+  EXPECT_EQ(status, snpuStreamCaptureStatusActive);
+  EXPECT_NE(id_main, 0u);
+  EXPECT_EQ(id_main, id_side);
+  ASSERT_SNPU(launch(side, "branch", [&] { order.push_back(2); return 0; }));
+  ASSERT_SNPU(snpuEventRecord(join, side));
+  ASSERT_SNPU(snpuStreamWaitEvent(s, join));
+  ASSERT_SNPU(launch(s, "after", [&] { order.push_back(3); return 0; }));
+  snpuGraph_t g;
+  EXPECT_EQ(snpuStreamEndCapture(side, &g), snpuErrorInvalidValue);  // only the stream that began it ends it
+  ASSERT_SNPU(snpuStreamEndCapture(s, &g));
+  ASSERT_SNPU(snpuStreamGetCaptureInfo(side, &status, &id_side));
+  EXPECT_EQ(status, snpuStreamCaptureStatusNone);
+  EXPECT_EQ(id_side, 0u);
+  EXPECT_TRUE(order.empty());
+  for (int i = 0; i < 2; ++i) ASSERT_SNPU(snpuGraphLaunch(g, s));
+  ASSERT_SNPU(snpuStreamSynchronize(s));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 1, 2, 3}));
+  // The side stream runs its own work again once the capture ended.
+  ASSERT_SNPU(launch(side, "eager", [&] { order.push_back(4); return 0; }));
+  ASSERT_SNPU(snpuStreamSynchronize(side));
+  EXPECT_EQ(order.back(), 4);
+  EXPECT_SNPU(snpuGraphDestroy(g));
+  EXPECT_SNPU(snpuEventDestroy(fork));
+  EXPECT_SNPU(snpuEventDestroy(join));
+  EXPECT_SNPU(snpuStreamDestroy(side));
 }
 
 TEST_F(Capturing, BadCalls) {

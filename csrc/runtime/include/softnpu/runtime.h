@@ -448,8 +448,7 @@ SNPU_API snpuStream_t snpuKernelCurrentStream(void);
  *  - unless the capture's mode is snpuStreamCaptureModeRelaxed: snpuDeviceSynchronize, snpuMemcpy and snpuFree on
  *    the capturing stream's device — from any thread in global mode, from the thread that began the capture in
  *    thread-local mode (CUDA's cudaStreamCaptureMode). The capture invalidated is every capture on that device
- *    that the mode applies to. */
-
+ *    that the mode applies to.
  *
  * Fork/join, as CUDA's: snpuEventRecord on a capturing stream records no marker, the event names the capture; a
  * stream (not a default stream, on the same device) that waits on such an event joins the capture, and its launches
