@@ -583,6 +583,26 @@ snpuError_t snpuEventSynchronizeTimeout(snpuEvent_t event, uint64_t timeout_us) 
   });
 }
 
+namespace {
+
+// The completion time (steady clock, ns) of a timed, recorded and completed event; `which` names it in the errors.
+snpuError_t completed_at(Event* event, const char* api, const std::string& which, int64_t* ns) {
+  if (!event->timing)
+    return fail(snpuErrorInvalidHandle, std::string(api) + ": the " + which +
+                                            " was created with snpuEventDisableTiming");
+  switch (event->timestamp(ns)) {
+    case Event::TimeState::kNotRecorded:
+      return fail(snpuErrorInvalidHandle, std::string(api) + ": the " + which + " was never recorded");
+    case Event::TimeState::kNotReady:
+      return fail(snpuErrorNotReady, std::string(api) + ": the " + which + " has not completed");
+    case Event::TimeState::kValid:
+      break;
+  }
+  return snpuSuccess;
+}
+
+}  // namespace
+
 snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end) {
   return guarded([&] {
     Runtime* rt;
@@ -593,22 +613,24 @@ snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end) 
     if (snpuError_t e = rt->event(end, "snpuEventElapsedTime", &events[1])) return e;
     int64_t ns[2];
     for (int i = 0; i < 2; ++i) {
-      const char* which = i == 0 ? "start" : "end";
-      if (!events[i]->timing)
-        return fail(snpuErrorInvalidHandle, std::string("snpuEventElapsedTime: the ") + which +
-                                                " event was created with snpuEventDisableTiming");
-      switch (events[i]->timestamp(&ns[i])) {
-        case Event::TimeState::kNotRecorded:
-          return fail(snpuErrorInvalidHandle,
-                      std::string("snpuEventElapsedTime: the ") + which + " event was never recorded");
-        case Event::TimeState::kNotReady:
-          return fail(snpuErrorNotReady, std::string("snpuEventElapsedTime: the ") + which +
-                                             " event has not completed");
-        case Event::TimeState::kValid:
-          break;
-      }
+      if (snpuError_t e = completed_at(events[i], "snpuEventElapsedTime", i == 0 ? "start event" : "end event", &ns[i]))
+        return e;
     }
     *ms = static_cast<float>(static_cast<double>(ns[1] - ns[0]) / 1e6);
+    return snpuSuccess;
+  });
+}
+
+snpuError_t snpuEventGetTimestamp(snpuEvent_t event, uint64_t* us) {
+  return guarded([&] {
+    Runtime* rt;
+    Event* ev;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!us) return null_argument("snpuEventGetTimestamp", "us");
+    if (snpuError_t e = rt->event(event, "snpuEventGetTimestamp", &ev)) return e;
+    int64_t ns;
+    if (snpuError_t e = completed_at(ev, "snpuEventGetTimestamp", "event", &ns)) return e;
+    *us = static_cast<uint64_t>(ns / 1000);
     return snpuSuccess;
   });
 }

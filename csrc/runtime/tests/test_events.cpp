@@ -26,6 +26,12 @@ TEST(Events, ElapsedTimeMeasuresTheWorkBetweenTwoRecords) {
   EXPECT_LT(ms, 2000.0f);
   ASSERT_SNPU(snpuEventElapsedTime(&ms, end, start));
   EXPECT_LE(ms, -49.0f);
+  // The completion timestamps (us) are as far apart as elapsed time says.
+  uint64_t start_us = 0, end_us = 0;
+  ASSERT_SNPU(snpuEventGetTimestamp(start, &start_us));
+  ASSERT_SNPU(snpuEventGetTimestamp(end, &end_us));
+  EXPECT_GT(start_us, 0u);
+  EXPECT_GE(end_us, start_us + 49000);
   ASSERT_SNPU(snpuEventDestroy(start));
   ASSERT_SNPU(snpuEventDestroy(end));
   ASSERT_SNPU(snpuStreamDestroy(s));
@@ -68,6 +74,9 @@ TEST(Events, ElapsedTimeRefusesUntimedUnrecordedAndUnfinishedEvents) {
   EXPECT_NE(last_message().find("snpuEventDisableTiming"), std::string::npos) << last_message();
   EXPECT_EQ(snpuEventElapsedTime(&ms, unrecorded, timed), snpuErrorInvalidHandle);
   EXPECT_NE(last_message().find("never recorded"), std::string::npos) << last_message();
+  uint64_t us;
+  EXPECT_EQ(snpuEventGetTimestamp(untimed, &us), snpuErrorInvalidHandle);
+  EXPECT_EQ(snpuEventGetTimestamp(unrecorded, &us), snpuErrorInvalidHandle);
 
   Gate gate;
   snpuEvent_t pending;
@@ -75,6 +84,7 @@ TEST(Events, ElapsedTimeRefusesUntimedUnrecordedAndUnfinishedEvents) {
   ASSERT_SNPU(gate.hold(s));
   ASSERT_SNPU(snpuEventRecord(pending, s));
   EXPECT_EQ(snpuEventElapsedTime(&ms, timed, pending), snpuErrorNotReady);
+  EXPECT_EQ(snpuEventGetTimestamp(pending, &us), snpuErrorNotReady);
   gate.open();
   ASSERT_SNPU(snpuEventSynchronize(pending));
   EXPECT_SNPU(snpuEventElapsedTime(&ms, timed, pending));

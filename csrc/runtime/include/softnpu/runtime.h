@@ -398,6 +398,9 @@ SNPU_API snpuError_t snpuEventSynchronizeTimeout(snpuEvent_t event, uint64_t tim
 /* SYNC. Milliseconds between two completed timed events. snpuErrorNotReady if either has not completed,
  * snpuErrorInvalidHandle if either was created with snpuEventDisableTiming or never recorded. */
 SNPU_API snpuError_t snpuEventElapsedTime(float* ms, snpuEvent_t start, snpuEvent_t end);
+/* SYNC. When the event's captured work completed, in microseconds of the host's monotonic clock (time since boot, as
+ * ACL's aclrtEventGetTimestamp counts from the device's start). Errors as snpuEventElapsedTime's. */
+SNPU_API snpuError_t snpuEventGetTimestamp(snpuEvent_t event, uint64_t* us);
 
 /* ---------------------------------------------------------------- kernels */
 
