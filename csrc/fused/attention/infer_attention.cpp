@@ -100,7 +100,9 @@ struct Call {
   double scale = 1.;
   std::string layout;
   bool lse = false;
-  bool key_per_token = false, value_per_token = false;  // antiquant mode 1: a scale per (batch, token)
+  // torch_npu's antiquant modes of key and value: 0 per channel / tensor, 1 per token, 2 per tensor and head,
+  // 3 per token and head, 4 per token in pages (block_table's), 5 per token and head in pages.
+  int64_t key_mode = 0, value_mode = 0;
   Opt query_padding, kv_padding;                         // left padding: int64, one value or one per batch
 };
 
@@ -321,11 +323,32 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
   for (const Opt* s : {&c.key_scale, &c.value_scale, &c.key_offset, &c.value_offset}) {
     if (!given(*s)) continue;
     const bool value = s == &c.value_scale || s == &c.value_offset;
-    if (value ? c.value_per_token : c.key_per_token) {
+    const int64_t mode = value ? c.value_mode : c.key_mode;
+    TORCH_CHECK(mode < 2 || (p.sq == 1 && !p.varlen), op, ": antiquant mode ", mode,
+                " is supported with Q_S = 1 only (torch_npu's incremental path), got Q_S = ", p.sq);
+    TORCH_CHECK(mode < 3 || (*s)->scalar_type() == at::kFloat, op, ": an antiquant mode ", mode,
+                " scale or offset must be float32, got ", (*s)->scalar_type());
+    if (mode == 1) {
       TORCH_CHECK(!p.varlen && (*s)->dim() >= 2 && (*s)->size(-2) == p.b && (*s)->size(-1) >= p.skv &&
                       (*s)->numel() == p.b * (*s)->size(-1), op,
                   ": a per-token (antiquant mode 1) scale or offset must be (B, KV_S) or (1, B, KV_S) with B = ", p.b,
                   " and KV_S >= ", p.skv, " (not with TND), got shape ", (*s)->sizes());
+    } else if (mode == 2) {
+      TORCH_CHECK((*s)->dim() == 1 && (*s)->size(0) == p.n2 && (*s)->scalar_type() == c.q.scalar_type(), op,
+                  ": a per-tensor-and-head (antiquant mode 2) scale or offset must be (KV_N,) = (", p.n2,
+                  ",) of query's dtype ", c.q.scalar_type(), ", got ", (*s)->scalar_type(), " ", (*s)->sizes());
+    } else if (mode == 3) {
+      TORCH_CHECK((*s)->dim() == 3 && (*s)->size(0) == p.b && (*s)->size(1) == p.n2 && (*s)->size(2) >= p.skv, op,
+                  ": a per-token-and-head (antiquant mode 3) scale or offset must be (B, KV_N, KV_S) = (", p.b, ", ",
+                  p.n2, ", >= ", p.skv, "), got shape ", (*s)->sizes());
+    } else if (mode >= 4) {
+      const bool head = mode == 5;
+      TORCH_CHECK(p.paged, op, ": antiquant mode ", mode, " (scales in pages) needs block_table");
+      TORCH_CHECK((*s)->dim() == (head ? 3 : 2) && (*s)->size(0) == c.k.size(0) &&
+                      (!head || (*s)->size(1) == p.n2) && (*s)->size(-1) == c.block_size, op,
+                  ": a paged per-token (antiquant mode ", mode, ") scale or offset must be (blocknum, ",
+                  head ? "KV_N, " : "", "block_size) = (", c.k.size(0), ", ", head ? std::to_string(p.n2) + ", " : "",
+                  c.block_size, "), got shape ", (*s)->sizes());
     } else {
       TORCH_CHECK((*s)->numel() == 1 || (*s)->numel() == p.n2 * (value ? p.dv : p.dq), op,
                   ": an antiquant scale or offset must be per tensor or per channel (num_key_value_heads * D "
@@ -397,12 +420,24 @@ at::Tensor per_token(const at::Tensor& s, const Problem& p) {
   return s.reshape({p.b, 1, -1, 1}).narrow(2, 0, p.skv);
 }
 
-at::Tensor dequantize(const at::Tensor& kv, const Opt& scale, const Opt& offset, const Problem& p, int64_t d,
-                      bool token, c10::ScalarType dtype) {
+// An antiquant scale/offset of `mode` (Call::key_mode) as a tensor broadcasting over the cache's [B, N2, KV_S, D].
+at::Tensor antiquant_shaped(const at::Tensor& s, int64_t mode, const Call& c, const Problem& p, int64_t d) {
+  const at::Tensor f = s.to(at::kFloat);
+  switch (mode) {
+    case 1: return per_token(f, p);
+    case 2: return f.reshape({1, p.n2, 1, 1});
+    case 3: return f.narrow(2, 0, p.skv).unsqueeze(-1);
+    case 4:
+    case 5:  // the scales' pages gathered as the cache's are: (blocknum, [N2,] block_size) -> [B, N2 or 1, KV_S, 1]
+      return gather_pages(f.unsqueeze(-1), *c.block_table, mode == 5 ? p.n2 : 1);
+    default: return per_channel(f, p.n2, d);
+  }
+}
+
+at::Tensor dequantize(const at::Tensor& kv, const Opt& scale, const Opt& offset, const Call& c, const Problem& p,
+                      int64_t d, int64_t mode, c10::ScalarType dtype) {
   if (kv.scalar_type() != at::kChar) return dense_float(kv);
-  const auto shaped = [&](const at::Tensor& t) {
-    return token ? per_token(t.to(at::kFloat), p) : per_channel(t.to(at::kFloat), p.n2, d);
-  };
+  const auto shaped = [&](const at::Tensor& t) { return antiquant_shaped(t, mode, c, p, d); };
   at::Tensor x = kv.to(at::kFloat);
   if (given(offset)) x = x + shaped(*offset);
   // Rounded to the query's dtype, which the dequantized cache is in on the chip.
@@ -497,10 +532,10 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto kv_starts = left_starts(c.kv_padding, p.kvlen, p.skv, c.op);
   at::Tensor q = rotate_rows(p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n), q_starts,
                              false);
-  at::Tensor k = dequantize(rotate_rows(kv_bnsd(c.k, c, p), kv_starts, false), c.key_scale, c.key_offset, p, p.dq,
-                            c.key_per_token, dtype);
-  at::Tensor v = dequantize(rotate_rows(kv_bnsd(c.v, c, p), kv_starts, false), c.value_scale, c.value_offset, p,
-                            p.dv, c.value_per_token, dtype);
+  at::Tensor k = dequantize(rotate_rows(kv_bnsd(c.k, c, p), kv_starts, false), c.key_scale, c.key_offset, c, p,
+                            p.dq, c.key_mode, dtype);
+  at::Tensor v = dequantize(rotate_rows(kv_bnsd(c.v, c, p), kv_starts, false), c.value_scale, c.value_offset, c, p,
+                            p.dv, c.value_mode, dtype);
   q = dense_float(q);
   if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
     const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
@@ -775,12 +810,12 @@ Call fused_call(FUSED_INFER_PARAMS) {
   refuse(key_shared_prefix, "key_shared_prefix", op);
   refuse(value_shared_prefix, "value_shared_prefix", op);
   refuse(key_rope_antiquant_scale, "key_rope_antiquant_scale (reserved by torch_npu)", op);
-  // Modes 0 (per channel / per tensor) and 1 (per token); 2 to 5 (per head, paged scales) are not implemented.
-  TORCH_CHECK((antiquant_mode == 0 || antiquant_mode == 1) && (key_antiquant_mode == 0 || key_antiquant_mode == 1) &&
-                  (value_antiquant_mode == 0 || value_antiquant_mode == 1), op,
-              ": antiquant modes 0 (per channel / per tensor) and 1 (per token) are supported here; modes 2 to 5 "
-              "(per head, scales in pages) are not implemented; got antiquant_mode ", antiquant_mode,
-              ", key_antiquant_mode ", key_antiquant_mode, ", value_antiquant_mode ", value_antiquant_mode);
+  TORCH_CHECK(antiquant_mode == 0 || antiquant_mode == 1, op,
+              ": antiquant_mode must be 0 (per channel / per tensor) or 1 (per token), got ", antiquant_mode);
+  TORCH_CHECK(key_antiquant_mode >= 0 && key_antiquant_mode <= 5 && value_antiquant_mode >= 0 &&
+                  value_antiquant_mode <= 5, op,
+              ": key_antiquant_mode and value_antiquant_mode must be in [0, 5], got ", key_antiquant_mode, " and ",
+              value_antiquant_mode);
   TORCH_CHECK(key_antiquant_mode == value_antiquant_mode || key_antiquant_mode == 0, op,
               ": key_antiquant_mode and value_antiquant_mode must be equal, except key 0 with value 1; got ",
               key_antiquant_mode, " and ", value_antiquant_mode);
@@ -792,10 +827,10 @@ Call fused_call(FUSED_INFER_PARAMS) {
                        num_key_value_heads, scale, input_layout, block_size);
   if (given(antiquant_scale)) {
     split_antiquant(c, antiquant_scale, antiquant_offset);
-    c.key_per_token = c.value_per_token = antiquant_mode == 1;
+    c.key_mode = c.value_mode = antiquant_mode;
   } else {
-    c.key_per_token = key_antiquant_mode == 1;
-    c.value_per_token = value_antiquant_mode == 1;
+    c.key_mode = key_antiquant_mode;
+    c.value_mode = value_antiquant_mode;
     c.key_scale = key_antiquant_scale;
     c.value_scale = value_antiquant_scale;
     c.key_offset = key_antiquant_offset;

@@ -13,6 +13,8 @@
 //     out = pertoken_scale * sum_j scale[j] * (x1_j @ x2_j - x1_j @ offset[j])
 //   mx (float8 / float4 operands, float8_e8m0 scales per 32 values of k, two blocks per trailing pair):
 //     out = sum_j (x1_j @ x2_j) * 2^(pertoken_scale[m, j] - 127) * 2^(scale[j, n] - 127) + bias
+//   A8W4 (int8 x1 (m, k), int4 x2 (k, n/8), int64 scale (k / gk, n), pertoken_scale (m, 1), float32 offset (n,)):
+//     out = (sum_j^fp16 fp16((x1_j @ x2_j) * scale[j]) + offset) * pertoken_scale, x1 split into int4 halves (below)
 // rounded to output_dtype: int8 (the default; half to even, saturated), float16, bfloat16, int32 (x1 @ x2 + bias,
 // unscaled) or, for float8 / float4 operands, float32. A float32 scale without pertoken_scale goes through
 // npu_trans_quant_param first where torch_npu's kernel does (int8 / float16 outputs of integer operands, every output
@@ -169,8 +171,9 @@ at::Tensor operand(const at::Tensor& x, Kind kind, bool is_x2) {
 
 // ------------------------------------------------------------------------------------------------ checks
 
-// per tensor / channel / token; per group of the k axis (G-B, B-B, int4 K-G); mx (float8_e8m0 scales per 32 of k).
-enum class Mode { PerChannel, Group, Mx };
+// per tensor / channel / token; per group of the k axis (G-B, B-B, int4 K-G); mx (float8_e8m0 scales per 32 of k);
+// A8W4 (int8 x1, int4 x2 per group of k).
+enum class Mode { PerChannel, Group, Mx, A8W4 };
 
 struct Plan {
   Kind kind;
@@ -322,6 +325,44 @@ void check_mx(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>&
   }
 }
 
+// A8W4, torch_npu's messages: int64 scale (k / gk, n) (npu_trans_quant_param's packing, or vllm-ascend's float32
+// bits in the low word), float32 pertoken_scale (m, 1), optional float32 offset (n,) added before pertoken_scale.
+void check_a8w4(Plan& p, const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale,
+                const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
+                const std::optional<at::Tensor>& bias, c10::OptionalIntArrayRef group_sizes) {
+  TORCH_CHECK(x1.dim() == 2 && x2.dim() == 2 && !is_transposed(x2), kOp,
+              ": A8W4 takes a 2-D x1 (m, k) and a contiguous 2-D x2 (k, n / 8), got shapes ", x1.sizes(), " and ",
+              x2.sizes());
+  TORCH_CHECK(scale.scalar_type() == at::kLong, kOp,
+              ": scale's type should be torch.int64 in A8W4, but scale.dtype is ", scale.scalar_type());
+  TORCH_CHECK(scale.dim() == 2, kOp, ": the scale dim num must be 2, please check scale dim num");
+  TORCH_CHECK(group_size(group_sizes, 0) == 0 && group_size(group_sizes, 1) == 0, kOp,
+              ": A8W4 groups k only: group_sizes must be [0, 0, group_k], got ", *group_sizes);
+  p.gk = group_along(group_size(group_sizes, 2), p.k, scale.size(0), "k");
+  TORCH_CHECK(p.k % p.gk == 0, kOp, ": the scale 1st dim value must equal to x1 k dim divide ", p.gk,
+              ", please check scale 1st dim value");
+  TORCH_CHECK(scale.size(1) == p.n, kOp,
+              ": the scale last dim value must equal to x2 n dim value, please check scale last dim value");
+  TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16, kOp,
+              ": output_dtype's type should be torch.float16 or torch.bfloat16 in A8W4, but output_dtype is ", p.out);
+  TORCH_CHECK(given(pertoken), kOp,
+              ": A8W4 needs pertoken_scale (float32 (m, 1)): the chip's formula multiplies by it");
+  TORCH_CHECK(pertoken->scalar_type() == at::kFloat, kOp,
+              ": pertoken_scale's type should be torch.float32 in A8W4, but pertoken_scale.dtype is ",
+              pertoken->scalar_type());
+  TORCH_CHECK(pertoken->dim() == 2 && pertoken->size(0) == p.m && pertoken->size(1) == 1, kOp,
+              ": the pertoken_scale dim num must be 2, please check scale dim num (A8W4 takes (m, 1) = (", p.m,
+              ", 1), got ", pertoken->sizes(), ")");
+  if (given(offset)) {
+    TORCH_CHECK(offset->scalar_type() == at::kFloat, kOp,
+                ": offset's type should be torch.float32 in A8W4, but offset.dtype is ", offset->scalar_type());
+    TORCH_CHECK(offset->dim() == 1 && (offset->size(0) == 1 || offset->size(0) == p.n), kOp,
+                ": the offset 1st dim value must be 1 or x2 n dim value, please check offset 1st dim value");
+  }
+  TORCH_CHECK(!given(bias), kOp, ": bias with A8W4 is not supported here: torch_npu documents no formula for it "
+              "(vllm-ascend passes its correction as offset)");
+}
+
 Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
            const std::optional<at::Tensor>& pertoken, const std::optional<at::Tensor>& bias,
            std::optional<int64_t> output_dtype, std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
@@ -333,11 +374,8 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
   check_group_sizes(group_sizes);
   Plan p{};
   const Kind k1 = kind_of(x1, x1_dtype, "x1"), k2 = kind_of(x2, x2_dtype, "x2");
-  TORCH_CHECK(!(k1 == Kind::Int8 && k2 == Kind::Int4), kOp, ": an int8 x1 with an int4 (int32) x2 (A8W4, whose "
-              "x2 is dequantized by an int64 per-group scale inside the product) is not supported here: that "
-              "in-product dequantization is not documented enough to reproduce; x1 and x2 must both be int8 or "
-              "both int32");
-  TORCH_CHECK(k1 == k2 || (is_float(k1) && is_float(k2)), kOp,
+  const bool a8w4 = k1 == Kind::Int8 && k2 == Kind::Int4;
+  TORCH_CHECK(k1 == k2 || a8w4 || (is_float(k1) && is_float(k2)), kOp,
               ": x1 and x2 must both be int8, or both int32 (int4 packed 8 per int32), or float8 / float4, got ",
               x1.scalar_type(), " and ", x2.scalar_type());
   p.kind = k1 == Kind::Float4 ? k2 : k1;  // float8 x float4 (mx): the float path like any float pair
@@ -370,7 +408,10 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
                 ": output_dtype must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, got ", p.out);
   }
 
-  if (is_e8m0(scale, scale_dtype)) {
+  if (a8w4) {
+    p.mode = Mode::A8W4;
+    check_a8w4(p, x1, x2, scale, offset, pertoken, bias, group_sizes);
+  } else if (is_e8m0(scale, scale_dtype)) {
     p.mode = Mode::Mx;
     check_mx(p, scale, pertoken, pertoken_dtype, offset, bias, group_sizes);
   } else if (scale.dim() >= 2) {
@@ -439,6 +480,28 @@ at::Tensor grouped(const at::Tensor& a, const at::Tensor& b, const Plan& p, cons
   return out;
 }
 
+// A8W4 as the chip computes it (op-plugin's test_npu_quant_matmul A8W4 golden): each int8 activation is split into
+// two int4 halves, hi = x1 >> 4 and lo = (x1 & 15) - 8 (so 16 hi + lo = x1 - 8; vllm-ascend's offset carries the
+// 8 * sum(weight * scale) that restores x1), each half's product with the int4 weight accumulated exactly in int32 per
+// group of gk values of k, scaled by the group's FP19 scale and rounded to float16, the groups summed in float16;
+// then, in float32, 16 hi + lo + offset, times pertoken_scale.
+at::Tensor a8w4(const at::Tensor& a, const at::Tensor& b, const Plan& p, const at::Tensor& scale,
+                const std::optional<at::Tensor>& offset, const at::Tensor& pertoken) {
+  const at::Tensor halves = at::cat({a.bitwise_right_shift(4), a.bitwise_and(15).sub_(8)}, 0);  // (2m, k) int8
+  const at::Tensor s = unpack_quant_param(scale).first;
+  at::Tensor acc;
+  for (int64_t j = 0; j * p.gk < p.k; ++j) {
+    const at::Tensor part = int_matmul(halves.narrow(1, j * p.gk, p.gk), b.narrow(0, j * p.gk, p.gk))
+                                .to(at::kFloat)
+                                .mul_(s[j])
+                                .to(at::kHalf);
+    acc = acc.defined() ? acc.add_(part) : part;
+  }
+  at::Tensor out = acc.narrow(0, 0, p.m).to(at::kFloat).mul_(16).add_(acc.narrow(0, p.m, p.m).to(at::kFloat));
+  if (given(offset)) out.add_(*offset);
+  return out.mul_(pertoken).to(p.out).contiguous();
+}
+
 at::Tensor quant_matmul_meta(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale,
                              const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
                              const std::optional<at::Tensor>& bias, std::optional<int64_t> output_dtype,
@@ -461,6 +524,7 @@ at::Tensor quant_matmul_cpu(const at::Tensor& x1, const at::Tensor& x2, const at
   const at::Tensor a = operand(x1, kind_of(x1, x1_dtype, "x1"), false);
   const at::Tensor b = operand(x2, kind_of(x2, x2_dtype, "x2"), true);
   const bool fl = is_float(p.kind);
+  if (p.mode == Mode::A8W4) return a8w4(a, b, p, scale, offset, *pertoken);
 
   if (p.mode != Mode::PerChannel) {
     at::Tensor s2, s1, off;

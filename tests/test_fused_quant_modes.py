@@ -1,0 +1,193 @@
+"""The quantization modes of torch_npu's quantized ops beyond the basic ones (csrc/fused/quantization/README.md):
+npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k).
+
+Each is checked against a reference written here from the documented computation (integer products exact, the
+roundings the chip makes named), on npu and on the CPU path of the same op, with the call form of the library that
+uses it, and one bad argument raising torch_npu's message at the call (on npu and on meta).
+"""
+
+import numpy as np
+import pytest
+import torch
+import torch_npu
+
+from test_fused_quant import both, fp19
+
+
+# ------------------------------------------------------------------------------------------------ A8W4
+
+
+def pack_low_word(scale):
+    """vllm-ascend's int64 A8W4 scale: the float32 bits in the low 32 bits, the high word zero."""
+    return scale.float().contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def a8w4_reference(x1, w, scale, offset, pertoken, group):
+    """op-plugin's A8W4 golden (test_npu_quant_matmul.py), in numpy: x1 as two int4 halves (x1 // 16, (x1 & 15) - 8),
+    each group's integer product times its scale rounded to float16 and accumulated in float16; then in float32
+    16 hi + lo + offset, times pertoken."""
+    m, k = x1.shape
+    x = x1.numpy().astype(np.int32)
+    halves = np.concatenate([x // 16, (x & 15) - 8], 0)
+    wv, s = w.numpy().astype(np.int32), scale.numpy()
+    acc = np.zeros((2 * m, wv.shape[1]), dtype=np.float16)
+    for j in range(k // group):
+        part = halves[:, j * group:(j + 1) * group] @ wv[j * group:(j + 1) * group]
+        acc = (acc + (part.astype(np.float32) * s[j]).astype(np.float16)).astype(np.float16)
+    acc = acc.astype(np.float32)
+    out = (acc[:m] * 16 + acc[m:] + offset.numpy()) * pertoken.numpy()
+    return torch.from_numpy(out)
+
+
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float16])
+def test_quant_matmul_a8w4_vllm_ascend_call_form(out):
+    # vllm-ascend's W4A8 dynamic linear (vllm_ascend/quantization/w4a8_dynamic.py, AscendW4A8DynamicLinearMethod):
+    # process_scale_second packs scale * per-group scale (rounded through float16) into the low word of an int64 and
+    # sets offset = 8 * sum_k(weight * per-group scale * scale); apply() calls
+    # npu_quant_matmul(x1=qx, x2=weight, scale=..., pertoken_scale=dynamic_scale.unsqueeze(-1), offset=...,
+    #                  group_sizes=[0, 0, 256], output_dtype=x.dtype).
+    torch.manual_seed(41)
+    m, k, n, group = 5, 512, 48, 256
+    x = torch.randn(m, k).to(out)
+    w = torch.randint(-8, 8, (k, n), dtype=torch.int32)
+    channel = torch.rand(n) * 0.02 + 0.01
+    per_group = torch.rand(k // group, n) + 0.5
+    offset = 8 * (w.float().reshape(k // group, group, n) * per_group[:, None]).reshape(k, n).mul(channel).sum(0)
+    scale = (channel * per_group).to(torch.float16).float()
+    qx, dyn = torch_npu.npu_dynamic_quant(x.npu())
+    qx, dyn = qx.cpu(), dyn.cpu()
+
+    def call(qx, weight, scale, pertoken, offset):
+        return torch_npu.npu_quant_matmul(x1=qx, x2=weight, scale=scale, pertoken_scale=pertoken, offset=offset,
+                                          group_sizes=[0, 0, group], output_dtype=out)
+
+    args = (qx, torch_npu.npu_convert_weight_to_int4pack(w.npu()).cpu(), pack_low_word(scale), dyn.unsqueeze(-1),
+            offset)
+    got, got_cpu = both(call, *args)
+    want = a8w4_reference(qx, w, scale, offset, dyn.unsqueeze(-1), group).to(out)
+    assert got.dtype == out and got.shape == (m, n)
+    assert torch.equal(got, got_cpu) and torch.equal(got, want)
+    # the offset restores the shifted activations: the result is the float product it quantizes
+    exact = qx.double() * dyn.double()[:, None] @ (w.double() * scale.double().repeat_interleave(group, 0))
+    assert ((got.double() - exact).norm() / exact.norm()).item() < 1e-2
+    meta = call(*[a.to("meta") for a in args])
+    assert meta.shape == (m, n) and meta.dtype == out
+
+
+def test_quant_matmul_a8w4_trans_quant_param_scale():
+    # op-plugin's A8W4 test form: the per-group scale packed by npu_trans_quant_param (FP19), offset (n,) float32.
+    torch.manual_seed(42)
+    m, k, n, group = 3, 768, 16, 256
+    x1 = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    w = torch.randint(1, 8, (k, n), dtype=torch.int32)
+    offset = torch.randn(n)
+    pertoken = torch.randn(m, 1) * 0.01
+    raw = torch.rand(k // group, n)
+    packed = torch_npu.npu_trans_quant_param(raw.reshape(-1).npu()).cpu().reshape(k // group, n)
+    x2 = torch_npu.npu_convert_weight_to_int4pack(w.npu()).cpu()
+    got, got_cpu = both(torch_npu.npu_quant_matmul, x1, x2, packed, offset=offset, pertoken_scale=pertoken,
+                        output_dtype=torch.float16, group_sizes=[0, 0, group])
+    assert torch.equal(got, got_cpu)
+    assert torch.equal(got, a8w4_reference(x1, w, fp19(raw), offset, pertoken, group).half())
+
+
+def test_quant_matmul_a8w4_bad_scale_raises():
+    for device in ("npu", "meta"):
+        x1 = torch.zeros(2, 256, dtype=torch.int8, device=device)
+        x2 = torch.zeros(256, 2, dtype=torch.int32, device=device)
+        pertoken = torch.ones(2, 1, device=device)
+        with pytest.raises(RuntimeError, match="npu_quant_matmul: scale's type should be torch.int64 in A8W4"):
+            torch_npu.npu_quant_matmul(x1, x2, torch.ones(1, 16, device=device), pertoken_scale=pertoken,
+                                       output_dtype=torch.float16)
+
+
+# ------------------------------------------------------------------------------------------------ attention antiquant
+
+
+def fia(q, k, v, **kwargs):
+    out, _ = torch_npu.npu_fused_infer_attention_score(
+        q.npu(), k.npu(), v.npu(), num_heads=q.shape[1], num_key_value_heads=k.shape[1] if k.dim() == 4 else 0,
+        input_layout="BNSD", scale=0.25, **{a: t.npu() if isinstance(t, torch.Tensor) else t
+                                             for a, t in kwargs.items()})
+    return out.cpu()
+
+
+def antiquant_case(b=2, n=4, n2=2, skv=40, d=16):
+    g = torch.Generator().manual_seed(35)
+    q = torch.randn(b, n, 1, d, generator=g).half()
+    k8 = torch.randint(-128, 128, (b, n2, skv, d), dtype=torch.int8, generator=g)
+    v8 = torch.randint(-128, 128, (b, n2, skv, d), dtype=torch.int8, generator=g)
+    return q, k8, v8
+
+
+def dequantized(x, scale, offset):
+    """(x + offset) * scale in float32, rounded to the query's float16 (the chip's dequantized cache)."""
+    return ((x.float() + offset) * scale).half()
+
+
+@pytest.mark.parametrize("mode", [2, 3])
+def test_fused_infer_attention_per_head_antiquant(mode):
+    # key_/value_antiquant_mode 2: a scale and offset per key/value head, (KV_N,) in query's dtype; 3: per head and
+    # token, (B, KV_N, KV_S) float32. Decode (Q_S = 1) only, as torch_npu documents.
+    from test_fused_infer_attention import reference
+
+    q, k8, v8 = antiquant_case()
+    b, n2, skv, _ = k8.shape
+    g = torch.Generator().manual_seed(mode)
+    if mode == 2:
+        ks, vs = ((torch.rand(n2, generator=g) * 0.02).half() for _ in range(2))
+        ko, vo = (torch.randint(-3, 4, (n2,), generator=g).half() for _ in range(2))
+        view = lambda t: t.float().view(1, n2, 1, 1)  # noqa: E731
+    else:
+        ks, vs = (torch.rand(b, n2, skv + 3, generator=g) * 0.02 for _ in range(2))  # KV_S larger than the cache's
+        ko, vo = (torch.randint(-3, 4, (b, n2, skv + 3), generator=g).float() for _ in range(2))
+        view = lambda t: t[..., :skv, None]  # noqa: E731
+    dk, dv = dequantized(k8, view(ks), view(ko)), dequantized(v8, view(vs), view(vo))
+    got = fia(q, k8, v8, key_antiquant_scale=ks, key_antiquant_offset=ko, value_antiquant_scale=vs,
+              value_antiquant_offset=vo, key_antiquant_mode=mode, value_antiquant_mode=mode)
+    assert torch.equal(got, fia(q, dk, dv))
+    want, _ = reference(q, dk, dv, 0.25)
+    torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("mode", [4, 5])
+def test_fused_infer_attention_paged_antiquant(mode):
+    # 4: a per-token scale and offset kept in pages like the cache, (blocknum, block_size) float32; 5: per head too,
+    # (blocknum, KV_N, block_size). The block table indexes the scales' pages as it does the cache's.
+    from test_fused_infer_attention import paged, reference
+
+    q, k8, v8 = antiquant_case()
+    b, n2, skv, _ = k8.shape
+    lengths, bs = [40, 23], 16
+    g = torch.Generator().manual_seed(mode)
+    heads = n2 if mode == 5 else 1
+    ks, vs = (torch.rand(b, heads, skv, 1, generator=g) * 0.02 for _ in range(2))
+    ko, vo = (torch.randint(-3, 4, (b, heads, skv, 1), generator=g).float() for _ in range(2))
+
+    def pages(t):  # [B, heads, S, 1] -> (blocknum, [heads,] block_size)
+        cache, table = paged(t, lengths, bs, layout="BnNBsD")
+        return (cache[..., 0] if mode == 5 else cache[:, 0, :, 0]), table
+
+    (kc, table), (vc, _) = paged(k8, lengths, bs, layout="BnNBsD"), paged(v8, lengths, bs, layout="BnNBsD")
+    dk, dv = dequantized(k8, ks, ko), dequantized(v8, vs, vo)
+    (dkc, _), (dvc, _) = paged(dk, lengths, bs, layout="BnNBsD"), paged(dv, lengths, bs, layout="BnNBsD")
+    scales = dict(key_antiquant_scale=pages(ks)[0], key_antiquant_offset=pages(ko)[0],
+                  value_antiquant_scale=pages(vs)[0], value_antiquant_offset=pages(vo)[0])
+    common = dict(block_table=table, block_size=bs, actual_seq_lengths_kv=lengths)
+    q_call = lambda k, v, **kw: torch_npu.npu_fused_infer_attention_score(  # noqa: E731
+        q.npu(), k.npu(), v.npu(), num_heads=4, num_key_value_heads=n2, input_layout="BNSD", scale=0.25,
+        **{a: t.npu() if isinstance(t, torch.Tensor) else t for a, t in kw.items()})[0].cpu()
+    got = q_call(kc, vc, key_antiquant_mode=mode, value_antiquant_mode=mode, **scales, **common)
+    assert torch.equal(got, q_call(dkc, dvc, **common))
+    want, _ = reference(q, dk, dv, 0.25, kvlen=lengths)
+    torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=2e-3)
+
+
+def test_fused_infer_attention_antiquant_mode_errors():
+    q, k8, v8 = antiquant_case()
+    s = torch.ones(2, 2, 40)
+    with pytest.raises(RuntimeError, match="npu_fused_infer_attention_score: antiquant mode 4 .* needs block_table"):
+        fia(q, k8, v8, key_antiquant_scale=s, value_antiquant_scale=s, key_antiquant_mode=4, value_antiquant_mode=4)
+    with pytest.raises(RuntimeError, match="mode 3 is supported with Q_S = 1 only"):
+        fia(torch.cat([q, q], 2), k8, v8, key_antiquant_scale=s, value_antiquant_scale=s, key_antiquant_mode=3,
+            value_antiquant_mode=3)
