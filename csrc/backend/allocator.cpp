@@ -276,8 +276,9 @@ class DeviceAllocatorState {
     maybe_erase_pool(p);
   }
 
-  // With a stream, allocations on that stream from any thread (a graph capture: autograd's device thread allocates
-  // the backward's tensors on the capturing stream); without, the calling thread's (use_mem_pool).
+  // With a stream, allocations on that stream, or on a stream that joined its capture, from any thread (a graph
+  // capture: autograd's device thread allocates the backward's tensors on the capturing stream); without, the calling
+  // thread's (use_mem_pool).
   void begin_allocate_to_pool(c10::MempoolId_t id, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     allocate_to_.push_back({id, stream ? std::thread::id() : std::this_thread::get_id(), stream});
@@ -424,11 +425,19 @@ class DeviceAllocatorState {
     return b;
   }
 
+  // Whether `stream` records into the capture begun on `capturing` (is it, or joined it: fork/join).
+  static bool same_capture(snpuStream_t capturing, snpuStream_t stream) {
+    if (capturing == stream) return true;
+    uint64_t a = 0, b = 0;
+    return stream && snpuStreamGetCaptureInfo(capturing, nullptr, &a) == snpuSuccess && a != 0 &&
+           snpuStreamGetCaptureInfo(stream, nullptr, &b) == snpuSuccess && a == b;
+  }
+
   PrivatePool* private_pool_for(snpuStream_t stream) {
     if (allocate_to_.empty()) return nullptr;
     const auto me = std::this_thread::get_id();
     for (auto it = allocate_to_.rbegin(); it != allocate_to_.rend(); ++it) {
-      if (it->stream ? it->stream != stream : it->thread != me) continue;
+      if (it->stream ? !same_capture(it->stream, stream) : it->thread != me) continue;
       auto& p = private_pools_[it->pool];
       if (!p) {
         const auto [alloc, free] = pool_allocator(it->pool);

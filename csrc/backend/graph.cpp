@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 
 #include "backend/allocator.h"
@@ -18,9 +19,9 @@ std::atomic<int> captures_underway{0};
 
 namespace {
 
-NPUGeneratorImpl* generator_of(c10::DeviceIndex device) {
-  return default_generator(device).get<NPUGeneratorImpl>();
-}
+// The NPUGraph each capture in progress records into, by the runtime's capture id.
+std::mutex g_capturing_mutex;
+std::map<uint64_t, NPUGraph*> g_capturing;  // guarded by g_capturing_mutex
 
 }  // namespace
 
@@ -41,7 +42,6 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, snpuStreamCaptureMode mode) 
               "NPU graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them "
               "on the default stream.)");
   auto* allocator = NPUCachingAllocator::get();
-  seed_slot_ = allocator->allocate(sizeof(uint64_t));
   if (pool == c10::MempoolId_t{0, 0}) {
     pool_ = allocator->create_pool();
   } else {
@@ -49,19 +49,16 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, snpuStreamCaptureMode mode) 
     allocator->retain_pool(pool_);
   }
   has_pool_ = true;
-  auto* gen = generator_of(device_);
+  const snpuError_t err = snpuStreamBeginCapture(stream.handle(), mode);
+  if (err != snpuSuccess) {
+    allocator->release_pool(pool_);
+    has_pool_ = false;
+    throw_npu_error(err, "snpuStreamBeginCapture");
+  }
+  NPU_CHECK(snpuStreamGetCaptureInfo(stream.handle(), nullptr, &capture_id_));
   {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    TORCH_CHECK(gen->capture_slot == nullptr, "another NPU graph is capturing on device ", device_,
-                ": captures on one device cannot overlap");
-    const snpuError_t err = snpuStreamBeginCapture(stream.handle(), mode);
-    if (err != snpuSuccess) {
-      allocator->release_pool(pool_);
-      has_pool_ = false;
-      throw_npu_error(err, "snpuStreamBeginCapture");
-    }
-    gen->capture_slot = static_cast<const uint64_t*>(seed_slot_.get());
-    gen->capture_draws = 0;
+    std::lock_guard<std::mutex> lock(g_capturing_mutex);
+    g_capturing[capture_id_] = this;
   }
   allocator->begin_allocate_to_pool(device_, pool_, stream.handle());
   capture_stream_ = stream.handle();
@@ -75,12 +72,11 @@ void NPUGraph::capture_end() {
               "Capture must end on the same stream it began on.");
   const snpuError_t err = snpuStreamEndCapture(capture_stream_, &graph_);
   NPUCachingAllocator::get()->end_allocate_to_pool(device_, pool_, capture_stream_);
-  auto* gen = generator_of(device_);
   {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    seed_draws_ = gen->capture_draws;
-    gen->capture_slot = nullptr;
+    std::lock_guard<std::mutex> lock(g_capturing_mutex);
+    g_capturing.erase(capture_id_);
   }
+  for (auto& [state, increment] : generator_states_) increment = state->capture_epilogue(capture_id_);
   capturing_ = false;
   detail::captures_underway.fetch_sub(1, std::memory_order_release);
   if (err != snpuSuccess) throw_npu_error(err, "NPUGraph.capture_end");
@@ -89,16 +85,7 @@ void NPUGraph::capture_end() {
 void NPUGraph::replay() {
   TORCH_CHECK(graph_, "Called NPUGraph::replay without a preceding successful capture.");
   const NPUStream stream = getCurrentNPUStream(device_);
-  if (seed_draws_ > 0) {
-    // This replay's base seed, written in stream order: the host neither waits nor races an earlier replay.
-    uint64_t base;
-    auto* gen = generator_of(device_);
-    {
-      std::lock_guard<std::mutex> lock(gen->mutex_);
-      base = gen->next_kernel_seed();
-    }
-    NPU_CHECK(snpuMemcpyAsync(seed_slot_.get(), &base, sizeof(base), snpuMemcpyHostToDevice, stream.handle()));
-  }
+  for (auto& [state, increment] : generator_states_) state->replay_prologue(capture_id_, increment, stream.handle());
   NPU_CHECK(snpuGraphLaunch(graph_, stream.handle()));
   ++replays_;
 }
@@ -107,10 +94,15 @@ void NPUGraph::reset() {
   TORCH_CHECK(!capturing_, "NPUGraph::reset: the graph is capturing; end the capture first");
   if (graph_) NPU_CHECK(snpuGraphDestroy(graph_));
   graph_ = nullptr;
+  // The states' replay slots are blocks of the pool: freed before it is released.
+  for (auto& [state, increment] : generator_states_) state->remove_capture_state(capture_id_);
+  generator_states_.clear();
   if (has_pool_) NPUCachingAllocator::get()->release_pool(pool_);
   has_pool_ = false;
-  seed_slot_.clear();
-  seed_draws_ = 0;
+}
+
+void NPUGraph::register_generator_state(const c10::intrusive_ptr<NPUGeneratorState>& state) {
+  generator_states_.emplace(state, 0);
 }
 
 c10::MempoolId_t NPUGraph::pool() const {
@@ -131,17 +123,37 @@ bool current_stream_capturing() {
   return status != snpuStreamCaptureStatusNone;
 }
 
+std::optional<uint64_t> current_capture_id() {
+  if (C10_LIKELY(!capture_underway())) return std::nullopt;
+  uint64_t id = 0;
+  NPU_CHECK(snpuStreamGetCaptureInfo(getCurrentNPUStream().handle(), nullptr, &id));
+  if (id == 0) return std::nullopt;
+  return id;
+}
+
+void assert_not_capturing(const char* attempt) {
+  if (C10_LIKELY(!capture_underway())) return;
+  snpuStreamCaptureStatus status;
+  NPU_CHECK(snpuStreamIsCapturing(getCurrentNPUStream().handle(), &status));
+  TORCH_CHECK(status == snpuStreamCaptureStatusNone, attempt,
+              " during NPU graph capture. If you need this call to be captured, please file an issue. Current "
+              "npuStreamCaptureStatus: ",
+              status == snpuStreamCaptureStatusActive ? "Active" : "Invalidated");
+}
+
+void register_capture_rng(uint64_t capture_id, const c10::intrusive_ptr<NPUGeneratorState>& state) {
+  std::lock_guard<std::mutex> lock(g_capturing_mutex);
+  auto it = g_capturing.find(capture_id);
+  TORCH_CHECK(it != g_capturing.end(), "RNG op during graph capture but could not find NPUGraph object.");
+  it->second->register_generator_state(state);
+}
+
 void check_not_capturing(const char* what) {
   if (C10_LIKELY(!capture_underway())) return;
-  const snpuStream_t stream = getCurrentNPUStream().handle();
   snpuStreamCaptureStatus status;
-  NPU_CHECK(snpuStreamIsCapturing(stream, &status));
-  if (status == snpuStreamCaptureStatusNone) return;
-  // The runtime refuses the query of a capturing stream, which invalidates the capture as the sync would have.
-  (void)snpuStreamQuery(stream);
-  TORCH_CHECK(false, what,
-              ": operation not permitted when stream is capturing (it makes the host wait for the device); the NPU "
-              "graph capture is invalidated");
+  NPU_CHECK(snpuStreamIsCapturing(getCurrentNPUStream().handle(), &status));
+  TORCH_CHECK(status == snpuStreamCaptureStatusNone, what,
+              ": operation not permitted when stream is capturing (it makes the host wait for the device)");
 }
 
 c10::MempoolId_t graph_pool_handle() { return NPUCachingAllocator::get()->new_pool_id(); }

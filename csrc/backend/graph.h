@@ -1,6 +1,7 @@
 // NPU graphs (torch.npu.NPUGraph, as torch.cuda.CUDAGraph): a capture of the current stream through the runtime's
-// stream capture, its allocations from a private pool of the caching allocator (fixed addresses across replays), its
-// random kernels reading a per-graph seed slot that each replay rewrites in stream order.
+// stream capture (streams that wait on its events join it), its allocations from a private pool of the caching
+// allocator (fixed addresses across replays), the generator states its random kernels used (generator.h: each replay
+// writes their seed and offset in stream order and advances them by the graph's offsets).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,7 +9,10 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <atomic>
+#include <map>
+#include <optional>
 
+#include "backend/generator.h"
 #include "backend/stream.h"
 #include "softnpu/runtime.h"
 
@@ -29,6 +33,9 @@ class NPUGraph {
   void replay();
   // Drops the graph and its reference to the pool.
   void reset();
+  // Makes the graph replay `state`'s offsets (torch_npu's register_generator_state; a state a captured kernel draws
+  // from registers itself).
+  void register_generator_state(const c10::intrusive_ptr<NPUGeneratorState>& state);
   c10::MempoolId_t pool() const;
   size_t node_count() const;
   uint64_t replay_count() const { return replays_; }
@@ -40,8 +47,9 @@ class NPUGraph {
   c10::MempoolId_t pool_{0, 0};
   bool has_pool_ = false;
   bool capturing_ = false;
-  c10::DataPtr seed_slot_;  // device memory: the replay's base seed, read by the captured random kernels
-  uint64_t seed_draws_ = 0;
+  uint64_t capture_id_ = 0;  // the runtime's, while capturing and after
+  // Each generator state the capture drew from, and the offsets one replay consumes (known at capture end).
+  std::map<c10::intrusive_ptr<NPUGeneratorState>, uint64_t> generator_states_;
   uint64_t replays_ = 0;
 };
 
@@ -55,8 +63,18 @@ inline bool capture_underway() { return detail::captures_underway.load(std::memo
 // Whether the current stream of the current device is capturing (torch.npu.is_current_stream_capturing).
 bool current_stream_capturing();
 
+// The id of the capture the current stream records into (also a stream that joined it), or none.
+std::optional<uint64_t> current_capture_id();
+
+// Raises (torch_npu's message) if the current stream captures: for calls a capture cannot record.
+void assert_not_capturing(const char* attempt);
+
+// Registers a generator state with the NPUGraph whose capture has this id (the first draw of a capture from it).
+void register_capture_rng(uint64_t capture_id, const c10::intrusive_ptr<NPUGeneratorState>& state);
+
 // For every path that synchronizes on the host's behalf (.item(), host fallbacks, blocking copies): if the current
-// stream captures, invalidates the capture and raises RuntimeError naming `what`. One atomic load otherwise.
+// stream captures, raises RuntimeError naming `what`; the capture stays valid (as on Ascend, where the runtime
+// rejects the synchronization without invalidating it). One atomic load otherwise.
 void check_not_capturing(const char* what);
 
 // The graph pool handle of torch.npu.graph_pool_handle(): an id no pool has yet.

@@ -363,12 +363,7 @@ void prepare_arguments(const OpInfo& info, c10::ArrayRef<c10::IValue> args, c10:
     const at::Generator gen = args[g].isGenerator() ? args[g].toGenerator() : default_generator(device);
     auto* impl = gen.get<NPUGeneratorImpl>();
     std::lock_guard<std::mutex> lock(impl->mutex_);
-    if (C10_UNLIKELY(impl->capture_slot != nullptr)) {
-      k.seed_slot = impl->capture_slot;
-      k.seeds.emplace_back(g, impl->capture_draws++);
-    } else {
-      k.seeds.emplace_back(g, impl->next_kernel_seed());
-    }
+    k.seeds.emplace_back(g, impl->draw());
     k.stack[g] = c10::IValue();
   }
 }

@@ -422,8 +422,7 @@ int run_kernel(void* arg) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
     for (const auto& slot : k.argument_slots) k.stack[slot.position] = views.make(k, slot);
-    for (const auto& [index, seed] : k.seeds)
-      k.stack[index] = kernel_generator(k.seed_slot ? graph_kernel_seed(*k.seed_slot, seed) : seed);
+    for (const auto& [index, draw] : k.seeds) k.stack[index] = kernel_generator(draw.kernel_seed());
     if (k.sync) k.sync->arguments = k.stack;
     std::vector<c10::IValue> outputs;
     outputs.reserve(k.output_slots.size());
@@ -484,7 +483,6 @@ void recycle_kernel(void* arg) {
   k->argument_slots.clear();
   k->output_slots.clear();
   k->seeds.clear();
-  k->seed_slot = nullptr;
   k->replayable = false;
   k->pristine.clear();
   k->use_out_variant = false;

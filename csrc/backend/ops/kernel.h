@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/generator.h"
 #include "common/kernel_threads.h"
 
 namespace softnpu {
@@ -76,9 +77,8 @@ struct KernelLaunch {
   std::vector<TensorRef> refs;
   std::vector<TensorSlot> argument_slots;
   std::vector<TensorSlot> output_slots;
-  c10::SmallVector<std::pair<size_t, uint64_t>, 1> seeds;  // generator argument -> seed drawn at launch
-  // Captured into an NPU graph: seeds holds draw indices, the seed is read from this slot at run time.
-  const uint64_t* seed_slot = nullptr;
+  // generator argument -> its draw at launch (while an NPU graph captures, completed at run time by the replay)
+  c10::SmallVector<std::pair<size_t, RngDraw>, 1> seeds;
   // Launched while an NPU graph captures: the record may run many times, and running consumes the stack (the op
   // replaces its arguments with its returns), so each run starts from a copy kept at the first.
   bool replayable = false;

@@ -478,6 +478,10 @@ PYBIND11_MODULE(_C, m) {
              g.capture_begin(pool_id(pool), static_cast<snpuStreamCaptureMode>(mode));
            })
       .def("capture_end", &NPUGraph::capture_end)
+      .def("register_generator_state",
+           [](NPUGraph& g, const at::Generator& gen) {
+             g.register_generator_state(at::check_generator<NPUGeneratorImpl>(gen)->state());
+           })
       .def("replay", &NPUGraph::replay)
       .def("reset", &NPUGraph::reset)
       .def("pool",

@@ -546,10 +546,8 @@ std::pair<int64_t, int64_t> draw_seed(const at::Device& device) {
     const at::Generator& gen = default_generator(device.index());
     auto* impl = gen.get<NPUGeneratorImpl>();
     std::lock_guard<std::mutex> lock(impl->mutex_);
-    const auto seed = static_cast<int64_t>(impl->current_seed() & kMask);
-    const auto offset = static_cast<int64_t>(impl->get_offset() & kMask);
-    impl->next_kernel_seed();
-    return {seed, offset};
+    const auto [seed, offset] = impl->philox_engine_inputs();
+    return {static_cast<int64_t>(seed & kMask), static_cast<int64_t>(offset & kMask)};
   }
   auto* impl = at::get_generator_or_default<at::CPUGeneratorImpl>(std::nullopt, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(impl->mutex_);

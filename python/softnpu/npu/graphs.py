@@ -5,7 +5,10 @@ A capture records the kernels, copies and memsets launched on the capturing stre
 instead of running them; replay() enqueues the whole recorded sequence on the current stream as one launch.
 Allocations during capture come from a private pool of the caching allocator, so the addresses the recorded kernels
 use stay valid across replays; the pool lives as long as the graphs that captured into it. Random ops draw fresh
-numbers on each replay (the npu generator's offset advances per replay, as CUDA's Philox offset does)."""
+numbers on each replay, as CUDA's graph-safe RNG: a captured random op draws at run time from the generator's
+(seed, offset) at that replay, so it draws what eager would at the same seed and offset, and each replay advances
+the generator by the graph's offsets. Streams that wait on the capturing stream (wait_stream, an event recorded
+during capture) join the capture until it ends."""
 
 from __future__ import annotations
 
@@ -70,6 +73,11 @@ class NPUGraph:
         self._segments = [self._graph]
         self._stream = _stream_key(current_stream())
         _capturing[self._stream] = self
+
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        """Makes each replay advance `generator` by the offsets the capture draws from it (torch_npu's and CUDA's
+        name; a generator the capture draws from is registered at its first draw in any case)."""
+        self._graph.register_generator_state(generator)
 
     def capture_end(self) -> None:
         """Ends the capture; raises RuntimeError if an illegal call invalidated it."""
