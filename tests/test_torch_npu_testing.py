@@ -64,6 +64,20 @@ def test_assert_equal_takes_torch_npus_prec(case):
     case.assertEqual(torch.tensor(2.5).npu(), 2.5)
 
 
+def test_assert_almost_equal_compares_across_devices_within_delta_or_places(case):
+    a = torch.linspace(0, 1, 64)
+    case.assertAlmostEqual(a, a.npu())
+    case.assertAlmostEqual(a.half(), a.npu(), delta=1e-3)  # dtypes and devices differ: compared as torch_npu does
+    case.assertAlmostEqual(a.npu(), a + 4e-3, places=2)
+    with pytest.raises(AssertionError):
+        case.assertAlmostEqual(a, a.npu() + 2e-5)  # beyond the class precision (1e-5)
+    with pytest.raises(AssertionError, match="the reason"):
+        case.assertAlmostEqual(a.npu(), a + 1e-3, places=4, msg="the reason")
+    with pytest.raises(TypeError):
+        case.assertAlmostEqual(a, a, places=2, delta=0.1)
+    case.assertAlmostEqual(torch.tensor([True, False]), torch.tensor([True, False]).npu())
+
+
 def test_input_makers_give_the_same_values_on_both_devices():
     cpu, npu = create_common_tensor([np.float16, 2, (3, 4)], -2, 2)
     assert (cpu.dtype, npu.device.type, tuple(npu.shape)) == (torch.float16, "npu", (3, 4))

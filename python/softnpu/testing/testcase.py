@@ -2,8 +2,9 @@
 
 torch_npu's TestCase adds to PyTorch's: assertRtolEqual (a relative comparison whose tolerance is also the share of
 elements allowed to miss it, the way torch_npu judges an op against the CPU), assertEqual with a `prec` (an absolute
-tolerance, float dtypes compared loosely: cpu float16 against npu float32 is allowed) and assertTensorsSlowEqual, a
-seed per test ($SEED, else 666) and the device under test set once per class ($SET_NPU_DEVICE).
+tolerance, float dtypes compared loosely: cpu float16 against npu float32 is allowed), assertAlmostEqual as that
+assertEqual within `delta` or 10**-places, and assertTensorsSlowEqual, a seed per test ($SEED, else 666) and the
+device under test set once per class ($SET_NPU_DEVICE).
 """
 
 import random
@@ -118,6 +119,15 @@ class TestCase(_torch_testing.TestCase):
         elif isinstance(y, Number) and isinstance(x, torch.Tensor):
             x = x.item()
         super().assertEqual(x, y, msg=message or None, exact_dtype=exact_dtype, exact_device=False, **kwargs)
+
+    def assertAlmostEqual(self, x, y, places=None, msg=None, delta=None, allow_inf=False):
+        """torch_npu's: assertEqual within an absolute `delta` or 10**-places (else the class precision), so tensors on
+        different devices (a CPU reference against an npu result) and of different float dtypes compare; unittest's
+        version subtracts them as they are."""
+        if delta is not None and places is not None:
+            raise TypeError("specify delta or places not both")
+        prec = 10 ** -places if places is not None else delta if delta is not None else self.precision
+        self.assertEqual(x, y, prec, msg or "", allow_inf)
 
     def assertTensorsSlowEqual(self, x, y, prec=None, message=""):
         """Element by element: the same size and dtype, every difference at most `prec`."""
