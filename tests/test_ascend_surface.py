@@ -129,6 +129,15 @@ def test_device_and_stream_limits_in_a_fresh_process():
             assert "already been called" in str(e)
         else:
             raise AssertionError("a second set_device_limit was accepted")
+        assert torch.npu.set_device_limit.called
+        torch.npu.set_device_limit.called = False  # as torch_npu's tests do to call it again
+        try:
+            torch.npu.set_device_limit("0")
+        except TypeError as e:
+            assert "device must be an int" in str(e)
+        else:
+            raise AssertionError("a str device was accepted")
+        assert torch.npu.set_device_limit.called  # a refused call counts, as on torch_npu
         s = torch.npu.Stream()
         assert torch.npu.get_stream_limit(s) == dict(chip, cube_core_num=8)  # the device's
         torch.npu.set_stream_limit(s, 4, 6)

@@ -112,13 +112,31 @@ def test_device_name_properties_and_capability():
         assert torch.npu.get_device_name(d) == p.name
         assert p.total_memory == MEMORY_MB * MiB
         assert isinstance(p.multi_processor_count, int) and p.multi_processor_count >= 1
-        assert torch.npu.get_device_capability(d) == (p.major, p.minor)
-        assert all(isinstance(v, int) for v in (p.major, p.minor))
+        assert p.major is None and p.minor is None and p.warp_size is None  # torch_npu's: CUDA-only fields
+        assert len(str(p.uuid)) == 36 and len(p.uuid.bytes) == 16
     # The device may be named every way torch.cuda accepts; None is the current device.
     assert torch.npu.get_device_properties("npu:1") == torch.npu.get_device_properties(torch.device("npu", 1))
     assert torch.npu.get_device_name() == torch.npu.get_device_name(0)
     with pytest.raises(RuntimeError, match="5"):
         torch.npu.get_device_properties(5)
+
+
+def test_capability_is_none_unless_configured_and_uuid_names_the_physical_device(monkeypatch):
+    monkeypatch.delenv("TORCH_NPU_DEVICE_CAPABILITY", raising=False)
+    with pytest.warns(UserWarning, match="TORCH_NPU_DEVICE_CAPABILITY"):
+        assert torch.npu.get_device_capability() is None  # torch_npu's answer: an NPU has no CUDA capability
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "8.9")
+    with pytest.warns(UserWarning):
+        assert torch.npu.get_device_capability("npu:1") == (8, 9)
+    monkeypatch.setenv("TORCH_NPU_DEVICE_CAPABILITY", "8.x")
+    with pytest.warns(UserWarning, match="can't parse"):
+        assert torch.npu.get_device_capability(0) is None
+    uuids = [torch.npu.get_device_properties(d).uuid for d in (0, 1)]
+    assert uuids[0] != uuids[1] and "uuid=" in repr(torch.npu.get_device_properties(0))
+    # Another process that sees device 1 first calls it npu:0, and reads the same uuid for it.
+    out = run_python("import torch; print(torch.npu.get_device_properties(0).uuid)",
+                     env={"ASCEND_RT_VISIBLE_DEVICES": "1"})
+    assert out.stdout.strip() == str(uuids[1])
 
 
 def test_is_initialized_and_init_in_a_fresh_process():

@@ -68,6 +68,20 @@ def test_elapsed_time_measures_the_work_between_events():
     assert 0.3 * 1000 * 0.95 <= ms < 0.3 * 1000 * 10, ms
 
 
+def test_elapsed_and_recorded_time_wait_for_the_events_as_torch_npus():
+    start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    start.record()
+    torch.npu._sleep(100_000_000)  # 0.1 s
+    end.record()
+    ms = start.elapsed_time(end)  # not synchronized first: torch_npu's waits for both events
+    assert ms >= 95, ms
+    t0, t1 = start.recorded_time(), end.recorded_time()  # microseconds, as ACL's aclrtEventGetTimestamp
+    assert isinstance(t0, int) and 0 < t0 < t1
+    assert abs((t1 - t0) / 1000 - ms) < 0.01, (t0, t1, ms)
+    with pytest.raises(RuntimeError, match="must be recorded"):
+        torch.npu.Event(enable_timing=True).recorded_time()
+
+
 def test_elapsed_time_needs_timing_events():
     # CUDA raises when either event was created without enable_timing=True.
     start, end = torch.npu.Event(), torch.npu.Event()

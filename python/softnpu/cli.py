@@ -273,7 +273,7 @@ def report() -> int:
         p = torch.npu.get_device_properties(i)
         threads = _C._get_device_properties(i)["compute_threads"]
         free, total = torch.npu.mem_get_info(i)
-        print(f"  npu:{i}  {p.name}  physical {p.physical_index}  capability {p.major}.{p.minor}  "
+        print(f"  npu:{i}  {p.name}  physical {p.physical_index}  uuid {p.uuid}  "
               f"{threads} compute threads  memory {_mib(total)}: {_mib(free)} free, "
               f"{_mib(torch.npu.memory_allocated(i))} allocated, {_mib(torch.npu.memory_reserved(i))} reserved "
               "by this process")

@@ -401,6 +401,17 @@ PYBIND11_MODULE(_C, m) {
         return NPUGuardImpl().elapsedTime(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end), -1);
       },
       py::call_guard<py::gil_scoped_release>());
+  // torch_npu's Event.recorded_time: waits for the event, then when its work completed (us, aclrtEventGetTimestamp's).
+  m.def(
+      "_event_recorded_time",
+      [](uintptr_t event) {
+        auto e = reinterpret_cast<snpuEvent_t>(event);
+        NPU_CHECK(snpuEventSynchronize(e));
+        uint64_t us = 0;
+        NPU_CHECK(snpuEventGetTimestamp(e, &us));
+        return us;
+      },
+      py::call_guard<py::gil_scoped_release>());
 
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(

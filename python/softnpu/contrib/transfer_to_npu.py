@@ -44,8 +44,8 @@ What is not patched:
   ``x.device.type == "cuda"`` are False (``x.is_cuda`` is True).
 - Names of ``torch.cuda`` that torch.npu does not have (``nvtx``, ``graphs``/``CUDAGraph``, ...) and the
   submodules other than ``amp`` stay CUDA's, except
-  ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot``, which are torch.npu's. ``torch.cuda.get_device_capability()`` is softnpu's (1, 0),
-  so code that checks for a recent GPU takes its portable path.
+  ``torch.cuda.memory._record_memory_history`` / ``_snapshot`` / ``_dump_snapshot``, which are torch.npu's. ``torch.cuda.get_device_capability()`` is torch_npu's:
+  None, or the ``TORCH_NPU_DEVICE_CAPABILITY`` the program sets for code that insists on a recent GPU.
 - A callable ``map_location`` of ``torch.load`` is called as is, with the saved location (``"cuda:0"``;
   ``storage.cuda()`` in it is ``storage.npu()``).
 - TorchScript calls ATen directly: devices named inside scripted code are not translated (``torch.compile``

@@ -75,9 +75,9 @@ class NpuInterface(DeviceInterface):
         npu.set_stream(npu.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
 
     @staticmethod
-    def get_compute_capability(device=None) -> int:
-        major, minor = npu.get_device_capability(device)
-        return major * 10 + minor
+    def get_compute_capability(device=None) -> str:
+        # As torch_npu's: an NPU has no CUDA capability; the chip's name tells Inductor's caches one device from another.
+        return npu.get_device_name(device)
 
     @staticmethod
     def is_bf16_supported(including_emulation: bool = False) -> bool:

@@ -181,8 +181,13 @@ def set_aoe(dump_path: str) -> None:
 def set_op_timeout_ms(timeout_ms: int) -> None:
     """torch_npu: the operator execution timeout. Recorded; softnpu's kernels are never timed out."""
     global _op_timeout_ms
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
-        raise ValueError(f"set_op_timeout_ms: expected a non-negative int, got {timeout_ms!r}")
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool):
+        raise TypeError(f"set_op_timeout_ms: expected an int, got {type(timeout_ms).__name__}")
+    # torch_npu reads it as an unsigned 32-bit int, with Python's and torch's errors for what does not fit.
+    if timeout_ms < 0:
+        raise OverflowError("can't convert negative value to unsigned int")
+    if timeout_ms > 0xFFFFFFFF:
+        raise ValueError("Overflow when unpacking long long")
     _op_timeout_ms = timeout_ms
 
 

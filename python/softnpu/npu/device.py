@@ -1,10 +1,14 @@
 """Devices: counting, selecting, properties, synchronization (torch.cuda's device functions, for npu)."""
 
 import atexit
+import os
+import re
 import threading
 import time
+import uuid
+import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -153,36 +157,66 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_device_index(device, optional=True))
 
 
+class _CUuuid:
+    """A device's UUID, as torch.cuda's and torch_npu's: str() in the 8-4-4-4-12 form, .bytes its 16 bytes."""
+
+    __slots__ = ("_uuid",)
+
+    def __init__(self, value: uuid.UUID):
+        self._uuid = value
+
+    @property
+    def bytes(self) -> list[int]:
+        return list(self._uuid.bytes)
+
+    def __str__(self) -> str:
+        return str(self._uuid)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _CUuuid) and other._uuid == self._uuid
+
+    def __hash__(self) -> int:
+        return hash(self._uuid)
+
+
+def _device_uuid(physical_index: int) -> _CUuuid:
+    # Names the physical device, not its number in this process (ASCEND_RT_VISIBLE_DEVICES renumbers): the same in
+    # every process on this host, distinct per device and per host.
+    return _CUuuid(uuid.uuid5(uuid.NAMESPACE_OID, f"softnpu/{uuid.getnode():012x}/{physical_index}"))
+
+
 @dataclass(frozen=True)
 class _NPUDeviceProperties:
     """The device as the chip it presents (SOFTNPU_SOC_VERSION): name, cores and L2 are the SoC profile's; the host
-    threads that actually run its kernels (SOFTNPU_CORES) are `softnpu report`'s business, not the chip's."""
+    threads that actually run its kernels (SOFTNPU_CORES) are `softnpu report`'s business, not the chip's. The
+    fields torch_npu keeps for torch.cuda's callers but an NPU has no value for (a compute capability, warps,
+    registers, ...) are None, as torch_npu's."""
 
     name: str  # the SoC, as torch_npu's: "Ascend910B3"
     total_memory: int
-    multi_processor_count: int  # the chip's AI (cube) cores
+    cube_core_num: int  # the chip's AI (cube) cores
     vector_core_num: int
+    multi_processor_count: int  # torch_npu's: the vector cores (the units DataParallel's balance check counts)
     L2_cache_size: int  # bytes
+    uuid: _CUuuid
     soc_version: int  # torch_npu's SocVersion number (get_soc_version())
     clock_rate: int  # kHz, as CUDA's cudaDeviceProp::clockRate: the software device counts 1 GHz (a cycle per ns)
-    major: int
-    minor: int
     physical_index: int
-
-    @property
-    def cube_core_num(self) -> int:  # torch_npu's name for the AI cores
-        return self.multi_processor_count
+    major: None = None
+    minor: None = None
+    is_multi_gpu_board: None = None
+    is_integrated: None = None
+    max_threads_per_multi_processor: None = None
+    warp_size: None = None
+    regs_per_multiprocessor: None = None
+    gcnArchName: None = None
 
     def __repr__(self) -> str:  # torch_npu's form
         return (
             f"_NPUDeviceProperties(name='{self.name}', total_memory={self.total_memory // (1 << 20)}MB, "
-            f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, "
+            f"cube_core_num={self.cube_core_num}, vector_core_num={self.vector_core_num}, uuid={self.uuid}, "
             f"L2_cache_size={self.L2_cache_size // (1 << 20)}MB)"
         )
-
-
-# softnpu's "compute capability": the version of the software device's feature set.
-_CAPABILITY = (1, 0)
 
 
 def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
@@ -191,13 +225,13 @@ def get_device_properties(device: Any = None) -> _NPUDeviceProperties:
     return _NPUDeviceProperties(
         name=p["name"],
         total_memory=p["total_memory"],
-        multi_processor_count=p["ai_cores"],
+        cube_core_num=p["ai_cores"],
         vector_core_num=p["vector_cores"],
+        multi_processor_count=p["vector_cores"] or p["ai_cores"],
         L2_cache_size=_C._soc_profile()["l2_bytes"],
+        uuid=_device_uuid(p["physical_index"]),
         soc_version=p["soc_version"],
         clock_rate=p["clock_rate_khz"],
-        major=_CAPABILITY[0],
-        minor=_CAPABILITY[1],
         physical_index=p["physical_index"],
     )
 
@@ -212,9 +246,27 @@ def get_soc_version() -> int:
     return _C._soc_profile()["soc_version"]
 
 
-def get_device_capability(device: Any = None) -> tuple[int, int]:
-    p = get_device_properties(device)
-    return (p.major, p.minor)
+_CAPABILITY_NOTE = ("The return value of get_device_capability is only for compatibility with PyTorch and does not "
+                    "represent the actual capability of the NPU device.")
+
+
+def get_device_capability(device: Any = None) -> Optional[tuple[int, int]]:
+    """torch_npu's answer: an NPU has no CUDA compute capability, so None (with a warning), unless
+    TORCH_NPU_DEVICE_CAPABILITY says "major.minor" for code that insists on one (read at every call, for every
+    device). A value not of that form is warned about and None returned."""
+    configured = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY")
+    if not configured:
+        warnings.warn("You can set the device capability via the environment variable TORCH_NPU_DEVICE_CAPABILITY. "
+                      + _CAPABILITY_NOTE)
+        return None
+    match = re.fullmatch(r"(\d+)\.(\d+)", configured)
+    if match is None:
+        warnings.warn(f"torch.npu.get_device_capability can't parse TORCH_NPU_DEVICE_CAPABILITY environment variable: "
+                      f"{configured}. Expected format is 'major.minor' where major and minor are non-negative integers "
+                      "(e.g., '8.0').")
+        return None
+    warnings.warn(_CAPABILITY_NOTE)
+    return int(match.group(1)), int(match.group(2))
 
 
 _utilization_samples: dict[int, tuple[float, int]] = {}

@@ -1,5 +1,6 @@
-"""torch.npu's interoperability calls with torch.cuda's names: peer access, IPC collection, the BLAS handle."""
+"""torch.npu's interoperability calls with torch.cuda's names: peer access, IPC collection, the BLAS handle (None)."""
 
+import warnings
 from typing import Any
 
 from .. import _C
@@ -11,9 +12,10 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
     copies go straight through the runtime). A device is not its own peer, as in CUDA."""
     _lazy_init()
     d, p = _device_index(device), _device_index(peer_device)
-    for i in (d, p):
-        if not 0 <= i < device_count():
-            raise AssertionError(f"Invalid device id {i}")
+    if not 0 <= d < device_count():
+        raise AssertionError(f"Invalid device id {d}")
+    if not 0 <= p < device_count():
+        raise AssertionError(f"Invalid peer device id {p}")
     return d != p
 
 
@@ -24,8 +26,8 @@ def ipc_collect() -> None:
     _C._ipc_collect()
 
 
-def current_blas_handle() -> int:
-    """The BLAS handle of the current stream. softnpu's matrix kernels are ATen's CPU BLAS, which has no handle
-    object: 0, as torch.cuda returns for a handle it does not own."""
-    _lazy_init()
-    return 0
+def current_blas_handle() -> None:
+    """torch_npu's answer: an NPU has no cuBLAS-style handle (softnpu's matrix kernels are ATen's CPU BLAS, which has
+    none either), so None, with a warning."""
+    warnings.warn("NPU does not use blas handle.")
+    return None

@@ -16,7 +16,6 @@ from .streams import Stream
 _CUBE, _VECTOR = "cube_core_num", "vector_core_num"
 _device_limits: dict[int, dict[str, int]] = {}
 _stream_limits: dict[tuple[int, int], dict[str, int]] = {}
-_device_limit_set = False
 
 
 def _chip_cores() -> dict[str, int]:
@@ -50,13 +49,26 @@ def _check_stream(stream) -> tuple[int, int]:
     return stream.device_index, stream.stream_id
 
 
+class _CallOnce:
+    """A function callable once per process, as torch_npu's set_device_limit: the first call counts even if its
+    arguments are refused, and `called` says whether it happened (tests reset it to call again)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.called = False
+        self.__name__, self.__doc__, self.__wrapped__ = func.__name__, func.__doc__, func
+
+    def __call__(self, *args, **kwargs):
+        if self.called:
+            raise RuntimeError(f"Function '{self.func.__name__}' has already been called, You can only set this "
+                               "interface once.")
+        self.called = True
+        return self.func(*args, **kwargs)
+
+
+@_CallOnce
 def set_device_limit(device: int, cube_num: int = -1, vector_num: int = -1) -> None:
     """Limits the cube and vector cores the operators of `device` may use (-1: unchanged). Once per process."""
-    global _device_limit_set
-    if _device_limit_set:
-        raise RuntimeError("Function 'set_device_limit' has already been called, You can only set this interface "
-                           "once.")
-    _device_limit_set = True
     device = _check_device(device)
     _lazy_init()
     limits = {_CUBE: _checked(_CUBE, cube_num), _VECTOR: _checked(_VECTOR, vector_num)}

@@ -139,8 +139,18 @@ class Event(torch.Event):
             super().synchronize()
 
     def elapsed_time(self, end_event: "Event") -> float:
-        """Milliseconds between this event and end_event (both recorded, completed, and with enable_timing)."""
+        """Milliseconds between this event and end_event (both recorded with enable_timing). Waits for both first,
+        as torch_npu's does (CUDA's raises if either has not completed)."""
+        self.synchronize()
+        end_event.synchronize()
         return _C._event_elapsed_time(self.event_id, end_event.event_id)
+
+    def recorded_time(self) -> int:
+        """torch_npu's: when the work this event captured completed, in microseconds since the host started (ACL's
+        aclrtEventGetTimestamp). Waits for the event; it must be recorded, with enable_timing."""
+        if not self.event_id:
+            raise RuntimeError("Event must be recorded before getting recorded timestamp.")
+        return _C._event_recorded_time(self.event_id)
 
     def __reduce__(self):
         # torch.multiprocessing sends an interprocess event by its handle (torch's reduce_event, for npu).

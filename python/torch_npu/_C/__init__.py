@@ -5,9 +5,11 @@
 - ``_storage_Use_Count(storage._cdata)``: how many references hold a storage (TRL reads it);
 - ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs);
 - ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers;
-- ``_npu_npuCachingAllocator_set_allocator_settings(settings)``: torch.npu.memory._set_allocator_settings.
+- ``_npu_npuCachingAllocator_set_allocator_settings(settings)``: torch.npu.memory._set_allocator_settings;
+- ``_npu_getDeviceCount()``: the runtime's device count (torch.npu.device_count()'s).
 """
 
+import softnpu._C
 import torch
 from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
 from softnpu.npu.memory import _set_allocator_settings as _npu_npuCachingAllocator_set_allocator_settings  # noqa: F401
@@ -19,6 +21,12 @@ if torch.distributed.is_available():
 
 # torch's own count: a storage's references, whatever its device.
 _storage_Use_Count = torch._C._storage_Use_Count
+
+
+def _npu_getDeviceCount() -> int:
+    """The runtime's device count (torch_npu's c10_npu::device_count), what torch.npu.device_count() reports: the
+    devices ASCEND_RT_VISIBLE_DEVICES selects, 0 for a list the runtime refuses."""
+    return softnpu._C._device_count_noexcept()
 
 
 def _npu_get_soc_version() -> int:
