@@ -1,5 +1,6 @@
 """The quantization modes of torch_npu's quantized ops beyond the basic ones (csrc/fused/quantization/README.md):
-npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k).
+npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k) and T-CG (y_scale: float8 activations, float4
+weights dequantized per group of k); npu_fused_infer_attention_score's key_/value_antiquant_mode 2 to 5.
 
 Each is checked against a reference written here from the documented computation (integer products exact, the
 roundings the chip makes named), on npu and on the CPU path of the same op, with the call form of the library that
@@ -99,6 +100,46 @@ def test_quant_matmul_a8w4_bad_scale_raises():
         with pytest.raises(RuntimeError, match="npu_quant_matmul: scale's type should be torch.int64 in A8W4"):
             torch_npu.npu_quant_matmul(x1, x2, torch.ones(1, 16, device=device), pertoken_scale=pertoken,
                                        output_dtype=torch.float16)
+
+
+# ------------------------------------------------------------------------------------------------ T-CG (y_scale)
+
+E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+
+
+def pack_fp4(codes):
+    """float4_e2m1 codes (.., 2n) -> (.., n) torch.float4_e2m1fn_x2, the first of each pair in the low nibble."""
+    return (codes[..., 0::2] | (codes[..., 1::2] << 4)).to(torch.uint8).view(torch.float4_e2m1fn_x2)
+
+
+@pytest.mark.parametrize("out", [torch.float32, torch.bfloat16])
+def test_quant_matmul_t_cg_y_scale(out):
+    # CANN's aclnnQuantMatmulV5 T-CG: out = (x1 @ (x2 * x2Scale)) * yScale + bias, x2's per-group product rounded to
+    # bfloat16 and then to x1's float8 dtype before the cube (QuantBatchMatmulV4's golden), yScale read as FP19.
+    torch.manual_seed(43)
+    m, k, n, group = 4, 96, 16, 32
+    x1 = (torch.randn(m, k) * 4).to(torch.float8_e4m3fn)
+    codes = torch.randint(0, 16, (k, n), dtype=torch.int64)
+    scale = (torch.rand(k // group, n) * 3 + 0.1).to(torch.bfloat16)
+    y = torch.rand(n) + 0.5
+    y_scale = torch_npu.npu_trans_quant_param(y.npu()).cpu().reshape(1, n)
+    bias = torch.randn(n)
+    got, got_cpu = both(torch_npu.npu_quant_matmul, x1, pack_fp4(codes), scale, y_scale=y_scale, bias=bias,
+                        output_dtype=out, group_sizes=[0, 0, group])
+    w = (E2M1[codes] * scale.double().repeat_interleave(group, 0)).to(torch.bfloat16).to(torch.float8_e4m3fn)
+    want = x1.double() @ w.double() * fp19(y).double() + bias.double()
+    assert got.dtype == out and torch.equal(got, got_cpu)
+    tol = dict(rtol=1e-5, atol=1e-4) if out == torch.float32 else dict(rtol=8e-3, atol=1e-2)
+    torch.testing.assert_close(got.double(), want, **tol)
+
+
+def test_quant_matmul_t_cg_bad_y_scale_raises():
+    for device in ("npu", "meta"):
+        x1 = torch.zeros(2, 64, device=device).to(torch.float8_e4m3fn)
+        x2 = torch.zeros(64, 4, dtype=torch.uint8, device=device).view(torch.float4_e2m1fn_x2)
+        with pytest.raises(RuntimeError, match="npu_quant_matmul: y_scale's type supported for int64"):
+            torch_npu.npu_quant_matmul(x1, x2, torch.ones(2, 8, dtype=torch.bfloat16, device=device),
+                                       y_scale=torch.ones(1, 8, device=device), output_dtype=torch.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------------ attention antiquant

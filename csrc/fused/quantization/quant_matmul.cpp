@@ -15,6 +15,8 @@
 //     out = sum_j (x1_j @ x2_j) * 2^(pertoken_scale[m, j] - 127) * 2^(scale[j, n] - 127) + bias
 //   A8W4 (int8 x1 (m, k), int4 x2 (k, n/8), int64 scale (k / gk, n), pertoken_scale (m, 1), float32 offset (n,)):
 //     out = (sum_j^fp16 fp16((x1_j @ x2_j) * scale[j]) + offset) * pertoken_scale, x1 split into int4 halves (below)
+//   T-CG (y_scale: float8 x1, float4 x2 dequantized per group of k by a bfloat16 / float32 scale (k / gk, n)):
+//     out = x1 @ fp8(bf16(x2 * scale)) * fp19(y_scale) + bias
 // rounded to output_dtype: int8 (the default; half to even, saturated), float16, bfloat16, int32 (x1 @ x2 + bias,
 // unscaled) or, for float8 / float4 operands, float32. A float32 scale without pertoken_scale goes through
 // npu_trans_quant_param first where torch_npu's kernel does (int8 / float16 outputs of integer operands, every output
@@ -172,8 +174,8 @@ at::Tensor operand(const at::Tensor& x, Kind kind, bool is_x2) {
 // ------------------------------------------------------------------------------------------------ checks
 
 // per tensor / channel / token; per group of the k axis (G-B, B-B, int4 K-G); mx (float8_e8m0 scales per 32 of k);
-// A8W4 (int8 x1, int4 x2 per group of k).
-enum class Mode { PerChannel, Group, Mx, A8W4 };
+// A8W4 (int8 x1, int4 x2 per group of k); T-CG (float4 x2 dequantized per group of k, y_scale per channel).
+enum class Mode { PerChannel, Group, Mx, A8W4, TCG };
 
 struct Plan {
   Kind kind;
@@ -363,14 +365,39 @@ void check_a8w4(Plan& p, const at::Tensor& x1, const at::Tensor& x2, const at::T
               "(vllm-ascend passes its correction as offset)");
 }
 
+// T-CG, as CANN's QuantBatchMatmulV4 golden computes it: x2 (float4 e2m1) times its group's scale (bfloat16 or float32
+// (ceil(k / gk), n), gk = group_sizes[2] or 32), the product rounded to bfloat16 and then to x1's float8 dtype (the
+// chip's conversion before the cube), x1 @ that accumulated in float32, times y_scale (int64 (1, n) or (n,), FP19 in
+// its low word) and plus a float32 bias.
+void check_tcg(Plan& p, Kind k1, Kind k2, const at::Tensor& scale, const at::Tensor& y_scale,
+               const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
+               const std::optional<at::Tensor>& bias, c10::OptionalIntArrayRef group_sizes) {
+  TORCH_CHECK(k1 == Kind::Float8 && k2 == Kind::Float4, kOp,
+              ": y_scale (T-CG) goes with a float8 x1 and a float4_e2m1 x2");
+  TORCH_CHECK(y_scale.scalar_type() == at::kLong, kOp, ": y_scale's type supported for int64, but y_scale.dtype is ",
+              y_scale.scalar_type());
+  TORCH_CHECK(y_scale.numel() == p.n && (y_scale.dim() == 1 || (y_scale.dim() == 2 && y_scale.size(0) == 1)), kOp,
+              ": y_scale must be (1, n) or (n,), n = ", p.n, ", got ", y_scale.sizes());
+  TORCH_CHECK(scale.scalar_type() == at::kBFloat16 || scale.scalar_type() == at::kFloat, kOp,
+              ": a T-CG scale (x2's per-group scale) must be bfloat16 or float32, got ", scale.scalar_type());
+  TORCH_CHECK(scale.dim() == 2 && scale.size(1) == p.n, kOp, ": a T-CG scale must be (ceil(k / group_k), n), n = ",
+              p.n, ", got ", scale.sizes());
+  TORCH_CHECK(group_size(group_sizes, 0) <= 1 && group_size(group_sizes, 1) <= 1, kOp,
+              ": T-CG groups k only: group_sizes must be [0, 0, group_k], got ", *group_sizes);
+  p.gk = group_along(group_size(group_sizes, 2), p.k, scale.size(0), "k");
+  TORCH_CHECK(!given(pertoken) && !given(offset), kOp, ": y_scale (T-CG) takes no pertoken_scale and no offset");
+  TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kFloat, kOp,
+              ": T-CG outputs torch.float16, torch.bfloat16 or torch.float32, got ", p.out);
+  if (given(bias))
+    TORCH_CHECK(bias->scalar_type() == at::kFloat && bias->numel() == p.n, kOp,
+                ": a T-CG bias must hold n = ", p.n, " float32 values, got ", bias->scalar_type(), " ", bias->sizes());
+}
+
 Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
            const std::optional<at::Tensor>& pertoken, const std::optional<at::Tensor>& bias,
            std::optional<int64_t> output_dtype, std::optional<int64_t> x1_dtype, std::optional<int64_t> x2_dtype,
            std::optional<int64_t> pertoken_dtype, std::optional<int64_t> scale_dtype,
            c10::OptionalIntArrayRef group_sizes, const std::optional<at::Tensor>& y_scale) {
-  TORCH_CHECK(!given(y_scale), kOp, ": y_scale (T-CG: a float8 x1 times a float4 x2 dequantized per group inside the "
-              "product, Ascend 950) is not supported here: the precision of that in-product dequantization is not "
-              "documented, so a host cannot reproduce the chip's result");
   check_group_sizes(group_sizes);
   Plan p{};
   const Kind k1 = kind_of(x1, x1_dtype, "x1"), k2 = kind_of(x2, x2_dtype, "x2");
@@ -408,7 +435,10 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
                 ": output_dtype must be torch.int8, torch.float16, torch.bfloat16 or torch.int32, got ", p.out);
   }
 
-  if (a8w4) {
+  if (given(y_scale)) {
+    p.mode = Mode::TCG;
+    check_tcg(p, k1, k2, scale, *y_scale, offset, pertoken, bias, group_sizes);
+  } else if (a8w4) {
     p.mode = Mode::A8W4;
     check_a8w4(p, x1, x2, scale, offset, pertoken, bias, group_sizes);
   } else if (is_e8m0(scale, scale_dtype)) {
@@ -502,6 +532,15 @@ at::Tensor a8w4(const at::Tensor& a, const at::Tensor& b, const Plan& p, const a
   return out.mul_(pertoken).to(p.out).contiguous();
 }
 
+at::Tensor tcg(const at::Tensor& x1, const at::Tensor& a, const at::Tensor& b, const Plan& p, const at::Tensor& scale,
+               const at::Tensor& y_scale, const std::optional<at::Tensor>& bias) {
+  const at::Tensor s = scale.to(at::kFloat).repeat_interleave(p.gk, 0).narrow(0, 0, p.k);
+  const at::Tensor w = b.mul(s).to(at::kBFloat16).to(x1.scalar_type()).to(at::kFloat);
+  at::Tensor out = at::matmul(a, w).mul_(unpack_quant_param(y_scale).first.reshape({-1}));
+  if (given(bias)) out.add_(bias->reshape({-1}));
+  return out.to(p.out).contiguous();
+}
+
 at::Tensor quant_matmul_meta(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale,
                              const std::optional<at::Tensor>& offset, const std::optional<at::Tensor>& pertoken,
                              const std::optional<at::Tensor>& bias, std::optional<int64_t> output_dtype,
@@ -525,6 +564,7 @@ at::Tensor quant_matmul_cpu(const at::Tensor& x1, const at::Tensor& x2, const at
   const at::Tensor b = operand(x2, kind_of(x2, x2_dtype, "x2"), true);
   const bool fl = is_float(p.kind);
   if (p.mode == Mode::A8W4) return a8w4(a, b, p, scale, offset, *pertoken);
+  if (p.mode == Mode::TCG) return tcg(x1, a, b, p, scale, *y_scale, bias);
 
   if (p.mode != Mode::PerChannel) {
     at::Tensor s2, s1, off;
