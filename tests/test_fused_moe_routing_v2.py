@@ -1,7 +1,8 @@
 """npu_moe_init_routing_v2 (csrc/fused/moe/init_routing_v2.cpp) against a reference written here from torch_npu's
 documented equivalent (the stable sort of the experts in active_expert_range, gather / scatter row indices, per-expert
-counts, drop/pad slots, static and dynamic int8 quantization), vLLM-Ascend's call forms, the routing then finalizing
-identity, and torch.compile tracing it without a graph break.
+counts, drop/pad slots, static and dynamic int8 quantization; the MXFP8, MXFP4 and int4 modes from op-plugin's reference
+formulas, written here again; x_dtype's byte routing), vLLM-Ascend's call forms, the routing then finalizing identity,
+and torch.compile tracing it without a graph break.
 """
 
 import pytest
@@ -197,8 +198,18 @@ def test_errors_at_the_call():
         torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=0)
     with pytest.raises(RuntimeError, match=r"dynamic quantization takes a float32 scale of shape \(1, H\)"):
         torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=1, scale=torch.ones(3, 16).npu())
-    with pytest.raises(NotImplementedError, match="quant_mode 3"):
-        torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=3)
+    for mode in (6, 7, 8, 11, 12):  # HiFloat8 output, FP8 PerBlock: refused with the reason
+        with pytest.raises(NotImplementedError, match=f"quant_mode {mode}"):
+            torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=mode)
+    with pytest.raises(RuntimeError, match="quant_mode must be in"):
+        torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=10)
+    with pytest.raises(RuntimeError, match="uses quant_mode=13"):
+        torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=1, x_dtype=torch_npu.int4)
+    with pytest.raises(RuntimeError, match="only supports drop_pad_mode=0"):
+        torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=3, drop_pad_mode=1, expert_capacity=2,
+                                          expert_tokens_num_type=1)
+    with pytest.raises(RuntimeError, match="INT4 dynamic quantization only supports float32 or bfloat16 x"):
+        torch_npu.npu_moe_init_routing_v2(xn.half(), idn, expert_num=8, quant_mode=13)
 
 
 def test_compile_fullgraph():
@@ -215,3 +226,180 @@ def test_compile_fullgraph():
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(*args)
     for g, r in zip(got, f(*args)):
         torch.testing.assert_close(g.cpu(), r.cpu())
+
+
+# The quant modes beyond int8, each from the formula of op-plugin's reference for the op
+# (test/test_custom_ops/test_npu_moe_init_routing_v2.py), written here in another form: exponents from frexp, the fp4
+# grid by nearest value. Rows are routed as the unquantized reference routes them, then quantized.
+def round_up_exponent(ratio):
+    """The smallest e with 2^e >= ratio (ratio > 0), at least -126."""
+    m, e = torch.frexp(ratio)
+    return torch.where(m == 0.5, e - 1, e).clamp_min(-126)
+
+
+def ref_mxfp8(v, x_dtype, fp8, fp8_max, clamp, block):
+    r, h = v.shape
+    blocks = -(-h // block)
+    padded = torch.nn.functional.pad(v, (0, blocks * block - h)).view(r, blocks, block)
+    mag = padded
+    if block == 32 and x_dtype == torch.float16:  # RoundScale's amax of float16 rows: their bfloat16 truncation
+        mag = (padded.view(torch.int32) & -65536).view(torch.float32)
+    amax = mag.abs().amax(-1)
+    if clamp:
+        amax = amax.clamp_min(1e-4)
+    e = round_up_exponent(amax / fp8_max)
+    scale = torch.where(amax == 0, 0.0, torch.exp2(e.float()))
+    y = padded / torch.where(amax == 0, 1.0, scale).unsqueeze(-1)
+    y = y.clamp(-fp8_max, fp8_max).view(r, -1)[:, :h].to(fp8)
+    if block == 128:
+        return y, scale
+    code = torch.where(amax == 0, 255, e + 127).to(torch.uint8)
+    if blocks % 2:
+        code = torch.nn.functional.pad(code, (0, 1), value=255)
+    return y, code
+
+
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def ref_mxfp4(v):
+    r, h = v.shape
+    blocks = -(-h // 32)
+    padded = torch.nn.functional.pad(v, (0, blocks * 32 - h)).view(r, blocks, 32)
+    amax = padded.abs().amax(-1)
+    _, e = torch.frexp(amax)  # floor(log2 amax) = e - 1
+    shared = torch.where(amax == 0, -127, e - 1 - 2).clamp(-127, 127)
+    q = (padded / torch.exp2(shared.float()).unsqueeze(-1)).view(r, -1)[:, :h]
+    dist = (q.abs().clamp_max(6).unsqueeze(-1) - E2M1).abs()
+    best = dist.min(-1, keepdim=True).values
+    ties = dist == best  # nearest grid value, a tie going to the even code
+    code = torch.where(ties[..., ::2].any(-1), (ties[..., ::2].int().argmax(-1) * 2), ties.int().argmax(-1))
+    code = code | (q < 0).int() << 3
+    byte = (code[:, 0::2] | code[:, 1::2] << 4).to(torch.uint8)
+    if blocks % 2:
+        shared = torch.nn.functional.pad(shared, (0, 1), value=-127)
+    return byte, (shared + 127).to(torch.uint8).view(r, -1, 2)
+
+
+def ref_int4(v, smooth):
+    if smooth is not None:
+        v = v * smooth
+    s = v.abs().amax(-1, keepdim=True) / 7
+    q = torch.where(s == 0, 0.0, v / s).round().clamp(-8, 7).to(torch.int8).view(torch.uint8) & 0xF
+    return (q[:, 0::2] | q[:, 1::2] << 4), s.flatten()
+
+
+FP8 = {2: (torch.float8_e5m2, 57344.0), 3: (torch.float8_e4m3fn, 448.0)}
+
+
+def quant_case(mode, x, idx, smooth=None, **kw):
+    kw = dict(active_num=30, expert_num=8, expert_tokens_num_type=1, active_expert_range=[1, 7], **kw)
+    rows, row_idx, counts, _, routed = ref_init_routing_v2(x, idx, quant_mode=-1, **kw)
+    v = rows[:routed.numel()].float()
+    if mode in (2, 3, 16, 17, 4, 5, 14, 15):
+        fp8, fp8_max = FP8[3 - (mode % 2 == 0)]  # even modes float8_e5m2, odd float8_e4m3fn
+        want_x, want_scale = ref_mxfp8(v, x.dtype, fp8, fp8_max, mode >= 14, 32 if mode in (2, 3, 16, 17) else 128)
+    elif mode == 9:
+        want_x, want_scale = ref_mxfp4(v)
+    else:
+        want_x, want_scale = ref_int4(v, smooth)
+    args = {"scale": smooth.npu()} if smooth is not None else {}
+    if mode == 13:
+        args["x_dtype"] = torch_npu.int4
+    got = [t.cpu() for t in torch_npu.npu_moe_init_routing_v2(x.npu(), idx.npu(), quant_mode=mode, **args, **kw)]
+    n = routed.numel()
+    assert got[0].shape[0] == rows.shape[0] and got[0].dtype == want_x.dtype
+    assert torch.equal(got[0][:n].view(torch.uint8), want_x.view(torch.uint8)), mode
+    assert torch.equal(got[0][n:].view(torch.uint8), torch.zeros_like(got[0][n:].view(torch.uint8)))
+    assert torch.equal(got[1], row_idx) and torch.equal(got[2], counts)
+    if got[3].dtype == torch.float32:
+        torch.testing.assert_close(got[3][:n], want_scale, atol=0, rtol=0)
+    else:
+        assert torch.equal(got[3][:n].view(torch.uint8), want_scale.view(torch.uint8)), mode
+    return got
+
+
+@pytest.mark.parametrize("mode", [2, 3, 16, 17])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_mxfp8_roundscale(mode, dtype):
+    x, idx = routing_case(h=200, dtype=dtype, seed=8)  # 7 blocks of 32: the scales' padding column
+    x[3, :64] = 0  # all-zero blocks: scale 0xFF (16 / 17: the clamped amax gives a real scale)
+    got = quant_case(mode, x, idx)
+    assert got[3].dtype == torch.float8_e8m0fnu and got[3].shape == (30, 8)
+    assert got[0].dtype == (torch.float8_e5m2 if mode % 2 == 0 else torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("mode", [4, 5, 14, 15])
+def test_mxfp8_group(mode):
+    x, idx = routing_case(h=300, dtype=torch.bfloat16, seed=9)
+    x[2, 128:256] = 0
+    got = quant_case(mode, x, idx)
+    assert got[3].dtype == torch.float32 and got[3].shape == (30, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mxfp4(dtype):
+    x, idx = routing_case(h=96, dtype=dtype, seed=10)
+    got = quant_case(9, x * 3, idx)
+    assert got[0].shape == (30, 48) and got[3].shape == (30, 2, 2) and got[3].dtype == torch.uint8
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_int4_dynamic(dtype):
+    x, idx = routing_case(h=16, dtype=dtype, seed=11)
+    got = quant_case(13, x, idx)
+    assert got[0].shape == (30, 8) and got[0].dtype == torch.uint8 and got[3].shape == (30,)
+    quant_case(13, x, idx, smooth=torch.rand(1, 16) + 0.5)
+    # Unpacked and scaled back, the rows are the routed tokens within half a step of the int4 grid.
+    rows = ref_init_routing_v2(x, idx, quant_mode=-1, active_num=30, expert_num=8, active_expert_range=[1, 7])[0]
+    q = torch.stack([got[0] & 0xF, got[0] >> 4], -1).flatten(1).to(torch.int8)
+    q = torch.where(q > 7, q - 16, q).float() * got[3].unsqueeze(-1)
+    n = int(((idx >= 1) & (idx < 7)).sum())
+    assert ((q[:n] - rows[:n].float()).abs() <= got[3][:n].unsqueeze(-1) / 2 + 1e-6).all()
+
+
+@pytest.mark.parametrize("x_dtype", ["hifloat8", "float4_e2m1fn_x2", "float8_e4m3fn"])
+@pytest.mark.parametrize("drop_pad_mode", [0, 1])
+def test_x_dtype_routed_as_bytes(x_dtype, drop_pad_mode):
+    # quant_mode -1 routes what x holds untouched; float8 / float4 x carry their MX scales ([N, ceil(H / 64), 2]
+    # float8_e8m0 bytes) with their rows, as torch_npu's adapter sizes expanded_scale.
+    torch.manual_seed(12)
+    n, h = 12, 128
+    x = torch.randint(0, 256, (n, h // 2 if x_dtype == "float4_e2m1fn_x2" else h), dtype=torch.uint8)
+    idx = torch.randint(0, 8, (n, 3), dtype=torch.int32)
+    kw = dict(expert_num=8, expert_tokens_num_type=1, expert_tokens_num_flag=True, drop_pad_mode=drop_pad_mode,
+              active_expert_range=[0, 8])
+    if drop_pad_mode:
+        kw["expert_capacity"] = 4
+    scale = None
+    if x_dtype == "float8_e4m3fn":
+        xs, args = x.view(torch.float8_e4m3fn), {}
+    else:
+        xs, args = x, {"x_dtype": getattr(torch_npu, x_dtype)}
+    if x_dtype != "hifloat8":
+        scale = torch.randint(0, 256, (n, 2, 2), dtype=torch.uint8)
+        args["scale"] = scale.npu()
+    got = [t.cpu() for t in torch_npu.npu_moe_init_routing_v2(xs.npu(), idx.npu(), **args, **kw)]
+    want = ref_init_routing_v2(x, idx, **{k: v for k, v in kw.items() if k != "expert_tokens_num_flag"})
+    assert got[0].dtype == xs.dtype and torch.equal(got[0].view(torch.uint8), want[0])
+    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+    if scale is not None:
+        rows = want[0].shape[0] if not drop_pad_mode else 8 * 4
+        want_scale = torch.zeros(rows, 2, 2, dtype=torch.uint8)
+        tokens = torch.full((rows,), -1)
+        pair = torch.arange(n * 3)
+        tokens[want[1][want[1] >= 0].long()] = pair[want[1] >= 0] // 3
+        want_scale[tokens >= 0] = scale[tokens[tokens >= 0]]
+        assert got[3].shape == (rows, 2, 2) and torch.equal(got[3], want_scale)
+
+
+def test_quant_modes_meta_shapes():
+    x, idx = routing_case(h=200, dtype=torch.bfloat16)
+    for mode, x_shape, scale_shape in [(3, (30, 200), (30, 8)), (4, (30, 200), (30, 2)), (9, (30, 100), (30, 4, 2)),
+                                       (13, (30, 100), (30,))]:
+        meta = torch_npu.npu_moe_init_routing_v2(x.to("meta"), idx.to("meta"), active_num=30, expert_num=8,
+                                                 quant_mode=mode)
+        real = torch_npu.npu_moe_init_routing_v2(x.npu(), idx.npu(), active_num=30, expert_num=8, quant_mode=mode)
+        for m, r in zip(meta, real):
+            assert m.shape == r.shape and m.dtype == r.dtype
+        assert meta[0].shape == x_shape and meta[3].shape == scale_shape

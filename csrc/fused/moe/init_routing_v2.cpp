@@ -23,10 +23,13 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "fused/common.h"
+#include "fused/moe/init_routing_quant.h"
+#include "fused/moe/row_copy.h"
 
 // torch_npu's schema (op_plugin_functions.yaml: argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
@@ -47,21 +50,40 @@ namespace softnpu::fused {
 namespace {
 
 constexpr const char* OP = "npu_moe_init_routing_v2";
-constexpr int64_t kUnquantized = -1, kStatic = 0, kDynamic = 1;
+constexpr int64_t kUnquantized = -1, kStatic = 0, kDynamic = 1, kInt4Dynamic = 13;
+// torch_npu's DType numbers of x_dtype: the types torch has no dtype for, carried in uint8.
+constexpr int64_t kDTypeInt4 = 285, kDTypeHiFloat8 = 290, kDTypeFloat4E2M1 = 296;
 
 struct Routing {
   int64_t n, k, h, start, end, expert_num, capacity, rows, quant, row_idx_type, count_type;
   bool drop_pad;
   c10::ScalarType x_type;
+  // Unquantized x of float8 / float4 values carries its MX scales ([N, ceil(H / 64), 2] e8m0 bytes) row by row.
+  bool mx_scales = false;
+  int64_t values = 0;  // H in values (twice x's columns for float4 pairs)
 
+  bool tensor_quant() const { return routing_quant::quantized(quant); }
+  int64_t scale_rows() const { return drop_pad ? expert_num * capacity : rows; }
   std::vector<int64_t> x_shape() const {
-    return drop_pad ? std::vector<int64_t>{expert_num, capacity, h} : std::vector<int64_t>{rows, h};
+    const int64_t cols = tensor_quant() ? routing_quant::x_cols(routing_quant::mode_of(quant), h) : h;
+    return drop_pad ? std::vector<int64_t>{expert_num, capacity, cols} : std::vector<int64_t>{rows, cols};
   }
   std::vector<int64_t> count_shape() const {
     return count_type == 2 ? std::vector<int64_t>{expert_num, 2} : std::vector<int64_t>{end - start};
   }
-  int64_t scale_rows() const { return drop_pad ? expert_num * capacity : rows; }
-  c10::ScalarType out_type() const { return quant == kUnquantized ? x_type : at::kChar; }
+  c10::ScalarType out_type() const {
+    if (tensor_quant()) return routing_quant::x_type(routing_quant::mode_of(quant));
+    return quant == kUnquantized ? x_type : at::kChar;
+  }
+  std::vector<int64_t> scale_shape() const {
+    if (tensor_quant()) return routing_quant::scale_shape(routing_quant::mode_of(quant), scale_rows(), h);
+    if (mx_scales) return {scale_rows(), routing_quant::ceil_div(values, 64), 2};
+    return {scale_rows()};
+  }
+  c10::ScalarType scale_type() const {
+    if (tensor_quant()) return routing_quant::scale_type(routing_quant::mode_of(quant));
+    return mx_scales ? at::kByte : at::kFloat;
+  }
 };
 
 Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::optional<at::Tensor>& scale,
@@ -75,17 +97,38 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
               expert_idx.size(0), " and ", x.size(0));
   TORCH_CHECK(expert_idx.scalar_type() == at::kInt, OP, ": expert_idx must be int32, got ", expert_idx.scalar_type());
   const auto xt = x.scalar_type();
-  TORCH_CHECK(xt == at::kHalf || xt == at::kBFloat16 || xt == at::kFloat || xt == at::kChar, OP,
-              ": x must be float16, bfloat16, float32 or int8, got ", xt);
-  TORCH_CHECK_NOT_IMPLEMENTED(!x_dtype.has_value(), OP,
-                              ": x_dtype (torch_npu's hifloat8 / float4 containers) is not supported by softnpu");
+  const bool fp8_x = xt == at::kFloat8_e4m3fn || xt == at::kFloat8_e5m2;
+  if (x_dtype.has_value()) {
+    // x_dtype names what a uint8 x holds (routed as bytes), or mode 13's int4 output.
+    TORCH_CHECK(quant_mode != kDynamic || *x_dtype != kDTypeInt4, OP,
+                ": INT4 dynamic quantization uses quant_mode=13. quant_mode=1 only supports INT8 dynamic quantization.");
+    if (quant_mode == kInt4Dynamic) {
+      TORCH_CHECK(*x_dtype == kDTypeInt4, OP,
+                  ": The optional parameter x_dtype must be torch_npu.int4 or None when quant_mode=13.");
+    } else {
+      TORCH_CHECK(quant_mode == kUnquantized, OP, ": x_dtype is only taken without quantization (quant_mode -1) "
+                  "or with quant_mode 13 (torch_npu.int4), got quant_mode ", quant_mode);
+      TORCH_CHECK(*x_dtype == kDTypeHiFloat8 || *x_dtype == kDTypeFloat4E2M1, OP,
+                  ": x_dtype must be torch_npu.hifloat8 (290) or torch_npu.float4_e2m1fn_x2 (296), got ", *x_dtype);
+      TORCH_CHECK(xt == at::kByte || xt == at::kChar || (*x_dtype == kDTypeFloat4E2M1 && xt == at::kFloat4_e2m1fn_x2),
+                  OP, ": an x of x_dtype ", *x_dtype, " is carried in uint8, got ", xt);
+    }
+  }
+  const bool byte_x = x_dtype.has_value() && quant_mode == kUnquantized;
+  TORCH_CHECK(byte_x || fp8_x || xt == at::kHalf || xt == at::kBFloat16 || xt == at::kFloat || xt == at::kChar, OP,
+              ": x must be float16, bfloat16, float32, int8, float8_e4m3fn or float8_e5m2 (or uint8 with x_dtype), "
+              "got ", xt);
   TORCH_CHECK(drop_pad_mode == 0 || drop_pad_mode == 1, OP, ": drop_pad_mode must be in [0, 1], got ", drop_pad_mode);
   TORCH_CHECK(expert_tokens_num_type >= 0 && expert_tokens_num_type <= 2, OP,
               ": expert_tokens_num_type must be in [0, 1, 2], got ", expert_tokens_num_type);
   TORCH_CHECK(row_idx_type == 0 || row_idx_type == 1, OP, ": row_idx_type must be in [0, 1], got ", row_idx_type);
-  TORCH_CHECK_NOT_IMPLEMENTED(quant_mode == kUnquantized || quant_mode == kStatic || quant_mode == kDynamic, OP,
-                              ": quant_mode ", quant_mode, " (MXFP8 / HIFLOAT8 / INT4 / FP8 output) is not supported "
-                              "by softnpu; -1 (none), 0 (static int8) and 1 (dynamic int8) are");
+  TORCH_CHECK((quant_mode >= -1 && quant_mode <= 9) || (quant_mode >= 11 && quant_mode <= 17), OP,
+              ": quant_mode must be in [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17], got ", quant_mode);
+  TORCH_CHECK_NOT_IMPLEMENTED(quant_mode < 6 || quant_mode > 8, OP, ": quant_mode ", quant_mode,
+                              " (HiFloat8 output) is not supported by softnpu: the host has no hifloat8 arithmetic");
+  TORCH_CHECK_NOT_IMPLEMENTED(quant_mode != 11 && quant_mode != 12, OP, ": quant_mode ", quant_mode,
+                              " (FP8 PerBlock) is not supported by softnpu: torch_npu documents only its name, and "
+                              "op-plugin's reference for it does not run");
   const int64_t max_experts = expert_tokens_num_type == 2 ? 5120 : 10240;
   TORCH_CHECK(expert_num >= 0 && expert_num <= max_experts, OP, ": expert_num must be in [0, ", max_experts,
               "], got ", expert_num);
@@ -121,14 +164,44 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
     r.capacity = expert_capacity;
   }
   r.rows = active_num <= 0 ? r.n * r.k : std::min(active_num, r.n * r.k);
-  TORCH_CHECK(xt != at::kChar || quant_mode == kUnquantized, OP,
-              ": an int8 x is only routed (quant_mode -1): quantizing it gives meaningless values on torch_npu too");
-  if (quant_mode == kUnquantized) {
+  r.values = byte_x && *x_dtype == kDTypeFloat4E2M1 ? 2 * r.h : r.h;
+  TORCH_CHECK((xt != at::kChar && !fp8_x && !byte_x) || quant_mode == kUnquantized, OP,
+              ": an int8 or float8 x is only routed (quant_mode -1): quantizing it gives meaningless values on torch_npu "
+              "too");
+  if (routing_quant::quantized(quant_mode)) {
+    TORCH_CHECK(!r.drop_pad, OP, ": quant_mode ", quant_mode, " only supports drop_pad_mode=0.");
+    TORCH_CHECK(!given(offset), OP, ": quant_mode ", quant_mode, " takes no offset");
+    if (quant_mode == kInt4Dynamic) {
+      TORCH_CHECK(xt == at::kFloat || xt == at::kBFloat16, OP,
+                  ": INT4 dynamic quantization only supports float32 or bfloat16 x.");
+      TORCH_CHECK(r.h % 2 == 0, OP, ": INT4 dynamic quantization requires the hidden size of x to be even.");
+      if (given(scale))
+        TORCH_CHECK(scale->scalar_type() == at::kFloat && scale->dim() == 2 && scale->size(0) == 1 &&
+                        scale->size(1) == r.h,
+                    OP, ": INT4 dynamic quantization takes a float32 scale of shape (1, H) = (1, ", r.h, "), got ",
+                    scale->scalar_type(), " ", scale->sizes());
+    } else {
+      TORCH_CHECK(!given(scale), OP, ": quant_mode ", quant_mode, " computes its scales and takes no scale");
+    }
+    if (quant_mode == 9) {
+      TORCH_CHECK(xt == at::kHalf || xt == at::kBFloat16, OP, ": MXFP4 quantization (quant_mode 9) takes float16 or "
+                  "bfloat16 x here (npu_dynamic_mx_quant's), got ", xt);
+      TORCH_CHECK(r.h % 2 == 0, OP, ": MXFP4 quantization requires the hidden size of x to be even.");
+    }
+  } else if (quant_mode == kUnquantized) {
     TORCH_CHECK(!given(offset), OP, ": offset is not taken without quantization (quant_mode -1)");
-    if (given(scale))
+    r.mx_scales = fp8_x || (byte_x && *x_dtype == kDTypeFloat4E2M1);
+    if (given(scale) && r.mx_scales) {
+      const std::vector<int64_t> want{r.n, routing_quant::ceil_div(r.values, 64), 2};
+      TORCH_CHECK((scale->scalar_type() == at::kByte || scale->scalar_type() == at::kFloat8_e8m0fnu) &&
+                      scale->sizes() == at::IntArrayRef(want),
+                  OP, ": the MX scales of a float8 / float4 x are float8_e8m0 (or uint8) of shape ", want, ", got ",
+                  scale->scalar_type(), " ", scale->sizes());
+    } else if (given(scale)) {
       TORCH_CHECK(scale->scalar_type() == at::kFloat && scale->dim() == 1 && scale->size(0) == r.n, OP,
                   ": without quantization scale must be float32 (NUM_ROWS,) = (", r.n, ",), got ",
                   scale->scalar_type(), " ", scale->sizes());
+    }
   } else if (quant_mode == kStatic) {
     TORCH_CHECK(given(scale) && given(offset), OP, ": static quantization (quant_mode 0) needs scale and offset");
     for (const auto* t : {&*scale, &*offset})
@@ -186,17 +259,11 @@ Sorted sort_pairs(const at::Tensor& expert_idx, const Routing& r) {
 // Rounds half to even (the chip's and numpy's rint), in the current (default) rounding mode.
 inline int8_t to_int8(float v) { return static_cast<int8_t>(std::max(-128.f, std::min(127.f, std::nearbyint(v)))); }
 
-// One row of expanded_x (and its expanded_scale) from token row `src` of x: copied, or quantized. `smooth` is the
+// One int8 row of expanded_x (and its expanded_scale) from token row `src` of x, quant_mode 0 or 1. `smooth` is the
 // dynamic quantization's scale row (null without one).
 template <typename T>
-void fill_row(const Routing& r, const T* src, void* dst, float* scale_out, const float* smooth, float static_scale,
-              float static_offset, float row_scale) {
-  if (r.quant == kUnquantized) {
-    std::memcpy(dst, src, r.h * sizeof(T));
-    if (scale_out) *scale_out = row_scale;
-    return;
-  }
-  auto* q = static_cast<int8_t*>(dst);
+void quantize_row(const Routing& r, const T* src, int8_t* q, float* scale_out, const float* smooth,
+                  float static_scale, float static_offset) {
   if (r.quant == kStatic) {
     // The documented reference computes in float16: x, scale and offset converted to it, each step rounded to it.
     const c10::Half s(static_scale), o(static_offset);
@@ -240,6 +307,7 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
   }
   // Destination row of each sorted pair (-1: dropped) and the expanded_row_idx.
   const int64_t total = r.n * r.k;
+  const int64_t routed = r.drop_pad ? 0 : std::min(s.available, r.rows);  // dropless: rows [0, routed) are routed
   std::vector<int64_t> dest(s.available, -1);
   if (r.drop_pad) {
     int64_t p = 0;
@@ -247,7 +315,7 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
       for (int64_t i = 0; i < s.counts[j]; ++i, ++p)
         if (i < r.capacity) dest[p] = j * r.capacity + i;
   } else {
-    for (int64_t p = 0; p < std::min(s.available, r.rows); ++p) dest[p] = p;
+    for (int64_t p = 0; p < routed; ++p) dest[p] = p;
   }
   int32_t* ri = row_idx.data_ptr<int32_t>();
   if (r.row_idx_type == 1) {
@@ -261,7 +329,7 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
   // Rows: one copied or quantized row per routed pair, in parallel; zeros only where nothing is routed (the rows
   // past the routed ones, or each expert's unfilled slots), so every byte of expanded_x is written once.
   expanded_scale.zero_();
-  const at::Tensor rows2d = expanded_x.view({-1, r.h});
+  const at::Tensor rows2d = expanded_x.view({-1, expanded_x.size(-1)});
   if (r.drop_pad) {
     for (int64_t j = 0; j < experts; ++j)
       if (s.counts[j] < r.capacity)
@@ -270,12 +338,52 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
     rows2d.narrow(0, s.available, r.rows - s.available).zero_();
   }
   const at::Tensor xc = x.contiguous();
+  if (r.tensor_quant()) {
+    if (routed == 0) return;
+    // Dropless only: the routed rows gathered in sorted order, quantized as a whole, written to rows [0, routed).
+    std::vector<int64_t> tokens(routed);
+    for (int64_t p = 0; p < routed; ++p) tokens[p] = s.pairs[p] / r.k;
+    const at::Tensor rows = xc.index_select(0, at::tensor(tokens, at::kLong));
+    const at::Tensor smooth = given(scale) ? *scale : at::Tensor();
+    const auto [qx, qscale] = routing_quant::quantize_rows(routing_quant::mode_of(r.quant), rows, smooth);
+    rows2d.narrow(0, 0, routed).copy_(qx);
+    expanded_scale.view({r.scale_rows(), -1}).narrow(0, 0, routed).copy_(qscale.view({routed, -1}));
+    return;
+  }
+  auto* out = static_cast<char*>(expanded_x.data_ptr());
+  const int64_t row_bytes = rows2d.size(1) * rows2d.element_size();
+  if (r.quant == kUnquantized) {
+    // Rows copied as bytes (whatever x holds), each with its scale: a float per token, or its MX scale bytes.
+    const auto* src = static_cast<const char*>(xc.data_ptr());
+    const at::Tensor token_scale = given(scale) ? scale->contiguous() : at::Tensor();
+    const auto* scale_src = token_scale.defined() ? static_cast<const char*>(token_scale.data_ptr()) : nullptr;
+    auto* scale_dst = static_cast<char*>(expanded_scale.data_ptr());
+    const int64_t scale_bytes = expanded_scale.numel() / r.scale_rows() * expanded_scale.element_size();
+    const bool streaming = static_cast<size_t>(expanded_x.nbytes()) >= kStreamingOutputBytes;
+    // The team takes chunks of rows from a shared counter rather than one fixed share each: on a host whose cores are
+    // shared, a thread that is descheduled leaves its rows to the others instead of holding up the op's end.
+    const int64_t chunk = std::max<int64_t>(16, (int64_t{64} << 10) / std::max<int64_t>(row_bytes, 1));
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+      for (int64_t begin; (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < s.available;) {
+        for (int64_t p = begin; p < std::min(begin + chunk, s.available); ++p) {
+          if (dest[p] < 0) continue;
+          const int64_t token = s.pairs[p] / r.k;
+          if (streaming) {
+            stream_row(out + dest[p] * row_bytes, src + token * row_bytes, row_bytes);
+          } else {
+            std::memcpy(out + dest[p] * row_bytes, src + token * row_bytes, row_bytes);
+          }
+          if (scale_src) std::memcpy(scale_dst + dest[p] * scale_bytes, scale_src + token * scale_bytes, scale_bytes);
+        }
+      }
+      if (streaming) stream_fence();
+    });
+    return;
+  }
   const at::Tensor smooth = r.quant == kDynamic && given(scale) ? scale->contiguous() : at::Tensor();
-  const at::Tensor token_scale = r.quant == kUnquantized && given(scale) ? scale->contiguous() : at::Tensor();
   const float static_scale = r.quant == kStatic ? scale->item<float>() : 0.f;
   const float static_offset = r.quant == kStatic ? offset->item<float>() : 0.f;
-  const int64_t row_bytes = r.h * c10::elementSize(r.out_type());
-  auto* out = static_cast<char*>(expanded_x.data_ptr());
   float* out_scale = expanded_scale.data_ptr<float>();
   AT_DISPATCH_V2(r.x_type, OP, AT_WRAP([&] {
     const scalar_t* src = xc.data_ptr<scalar_t>();
@@ -286,12 +394,11 @@ void route(const at::Tensor& x, const at::Tensor& expert_idx, const std::optiona
         const float* smooth_row = nullptr;
         if (smooth.defined())
           smooth_row = smooth.data_ptr<float>() + (smooth.size(0) == 1 ? 0 : (s.experts[p] - r.start)) * r.h;
-        fill_row<scalar_t>(r, src + token * r.h, out + dest[p] * row_bytes, out_scale + dest[p], smooth_row,
-                           static_scale, static_offset,
-                           token_scale.defined() ? token_scale.data_ptr<float>()[token] : 0.f);
+        quantize_row<scalar_t>(r, src + token * r.h, reinterpret_cast<int8_t*>(out + dest[p] * row_bytes),
+                               out_scale + dest[p], smooth_row, static_scale, static_offset);
       }
     });
-  }), at::kHalf, at::kBFloat16, at::kFloat, at::kChar);
+  }), at::kHalf, at::kBFloat16, at::kFloat);
 }
 
 #define ROUTING_ARGS                                                                                               \
@@ -308,7 +415,7 @@ using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 Outputs allocate(const at::Tensor& x, const Routing& r) {
   return {at::empty(r.x_shape(), x.options().dtype(r.out_type())), at::empty({r.n * r.k}, x.options().dtype(at::kInt)),
           at::empty(r.count_shape(), x.options().dtype(at::kLong)),
-          at::empty({r.scale_rows()}, x.options().dtype(at::kFloat))};
+          at::empty(r.scale_shape(), x.options().dtype(r.scale_type()))};
 }
 
 Outputs init_routing_v2_meta(ROUTING_ARGS) { return allocate(x, ROUTING_CHECK()); }
