@@ -62,8 +62,9 @@ def _gmm_train_composite(x, w, gl, counts, dy):
     _gmm_composite(x, w, gl, counts).backward(dy)
 
 
-# vLLM-Ascend's MoE dispatch: 4096 tokens x 1024 (bfloat16), top-8 of 64 experts; the composite is its eager path
-# without the fused op (argsort of the experts, index_select of the rows, a histogram of the experts).
+# vLLM-Ascend's MoE dispatch: 4096 tokens x 1024 (bfloat16), top-8 of 64 experts; the composite is what a model
+# without the fused op runs, DeepSeek-V3's moe_infer (modeling_deepseek.py: argsort of the flattened experts,
+# x[idxs // topk], the tokens per expert), with the inverse permutation torch_npu's op also returns.
 def _routing_make(d):
     torch.manual_seed(0)
     return (torch.randn(4096, 1024, device=d, dtype=torch.bfloat16),
