@@ -4,7 +4,9 @@
 // The MoE dispatch of torch_npu's documentation (aclnnMoeInitRoutingV3 and its Python equivalent): the (token, k)
 // pairs of expert_idx [N, K] whose expert lies in active_expert_range [start, end) are sorted by expert, stably (a
 // counting sort: pairs of one expert keep their order), and sorted row p holds x[token of pair p], quantized to int8
-// with quant_mode 0 (static) or 1 (dynamic, per row).
+// with quant_mode 0 (static) or 1 (dynamic, per row), or by the MXFP8 / MXFP4 / int4 modes of init_routing_quant.h.
+// Unquantized, rows are copied as bytes: x_dtype (hifloat8, float4_e2m1fn_x2 in uint8) and float8 x are routed
+// untouched, with their MX scales ([N, ceil(H / 64), 2] float8_e8m0) when given.
 //   dropless (drop_pad_mode 0): expanded_x [R, H], R = N*K (active_num <= 0) or min(active_num, N*K); the first
 //     min(R, available) rows are routed, the rest zero. row_idx_type 0 (gather): expanded_row_idx[pair] = its row,
 //     -1 for pairs out of the range; 1 (scatter): expanded_row_idx[row] = its pair (the pairs out of the range follow
@@ -14,7 +16,7 @@
 // expert_token_cumsum_or_count (int64): per expert of the range, its pair count (type 1), their cumulative sum (0),
 // or [expert_num, 2] (expert, count) pairs of the experts with a count, first, then zeros (2); drop/pad counts before
 // the capacity. expanded_scale (float32, one per row): quant_mode 1 the dynamic scale, -1 scale[token] when scale is
-// given, zeros otherwise.
+// given, zeros otherwise (the other modes: init_routing_quant.h).
 // The arguments that select a kernel template on the chip (the hardware strategies) change nothing here; the counts
 // are always computed (torch_npu leaves them undefined with expert_tokens_num_flag False). An inference op: no
 // backward.
