@@ -22,22 +22,24 @@ def _pair(make, fused, composite):
     return {"fused": (NPU, run_with(fused), False), "composite": (NPU, run_with(composite), False)}
 
 
-# grouped matmul: 8 experts, 4096 routed tokens, hidden 256 -> ffn 512 (MindSpeed's non-fused GMM loops over
-# experts and concatenates).
+# grouped matmul: 8 experts, 4096 routed tokens, hidden 256 -> ffn 512. The composite is Megatron-core's SequentialMLP
+# (megatron/core/transformer/moe/experts.py, the expert layer without moe_grouped_gemm): the token counts read to the
+# host (tokens_per_expert.tolist()), the tokens split by them, one matmul per expert (here against the same [K, N]
+# weights the fused op takes), the outputs concatenated.
 COUNTS = [700, 300, 512, 0, 1024, 260, 800, 500]
 
 
 def _gmm_make(d):
-    return (torch.randn(4096, 256, device=d), torch.randn(8, 256, 512, device=d),
-            torch.tensor(COUNTS, device=d), COUNTS)
+    return torch.randn(4096, 256, device=d), torch.randn(8, 256, 512, device=d), torch.tensor(COUNTS, device=d)
 
 
-def _gmm_fused(x, w, counts, _):
-    return torch_npu.npu_grouped_matmul([x], [w], group_list=counts, split_item=3, group_type=0, group_list_type=1)
+def _gmm_fused(x, w, group_list):
+    return torch_npu.npu_grouped_matmul([x], [w], group_list=group_list, split_item=3, group_type=0,
+                                        group_list_type=1)
 
 
-def _gmm_composite(x, w, _, counts):
-    return torch.cat([x_g @ w[g] for g, x_g in enumerate(x.split(counts))])
+def _gmm_composite(x, w, group_list):
+    return torch.cat([x_g @ w[g] for g, x_g in enumerate(x.split(group_list.tolist()))])
 
 
 # The expert layer of a real MoE (8 experts, 4096 routed tokens, hidden 1024 -> ffn 2816, bfloat16), forward and
@@ -46,20 +48,20 @@ def _gmm_composite(x, w, _, counts):
 def _gmm_bf16_make(d):
     torch.manual_seed(0)
     return (torch.randn(4096, 1024, device=d, dtype=torch.bfloat16),
-            (torch.randn(8, 1024, 2816, device=d) * 0.02).to(torch.bfloat16), torch.tensor(COUNTS, device=d), COUNTS)
+            (torch.randn(8, 1024, 2816, device=d) * 0.02).to(torch.bfloat16), torch.tensor(COUNTS, device=d))
 
 
 def _gmm_train_make(d):
-    x, w, gl, counts = _gmm_bf16_make(d)
-    return x.requires_grad_(), w.requires_grad_(), gl, counts, torch.randn(4096, 2816, device=d, dtype=torch.bfloat16)
+    x, w, gl = _gmm_bf16_make(d)
+    return x.requires_grad_(), w.requires_grad_(), gl, torch.randn(4096, 2816, device=d, dtype=torch.bfloat16)
 
 
-def _gmm_train_fused(x, w, gl, counts, dy):
-    _gmm_fused(x, w, gl, counts)[0].backward(dy)
+def _gmm_train_fused(x, w, gl, dy):
+    _gmm_fused(x, w, gl)[0].backward(dy)
 
 
-def _gmm_train_composite(x, w, gl, counts, dy):
-    _gmm_composite(x, w, gl, counts).backward(dy)
+def _gmm_train_composite(x, w, gl, dy):
+    _gmm_composite(x, w, gl).backward(dy)
 
 
 # vLLM-Ascend's MoE dispatch: 4096 tokens x 1024 (bfloat16), top-8 of 64 experts; the composite is what a model

@@ -133,6 +133,27 @@ def test_grouped_matmul_half(dtype):
     assert wide.dtype == torch.float32
 
 
+def test_grouped_matmul_float32_gemm_shapes_forward_and_backward():
+    # Products large enough for oneDNN's float32 GEMM (csrc/fused/gemm.h), groups cut into several row tiles, the
+    # backward's transposed weights (dx) and row ranges of transposed activations (the k-axis dw tiles); rows past
+    # the last group stay zero.
+    torch.manual_seed(3)
+    counts = [300, 0, 700, 137]
+    x, w = torch.randn(1200, 320), torch.randn(4, 320, 96)
+    rx, rw = leaf(x.double(), "cpu"), leaf(w.double(), "cpu")
+    ref = ref_grouped_matmul(rx, rw, counts)
+    dy = torch.randn(ref.shape)
+    ref.backward(dy.double())
+    xs, ws = leaf(x), leaf(w)
+    y = torch_npu.npu_grouped_matmul([xs], [ws], group_list=torch.tensor(counts).npu(), split_item=3, group_type=0,
+                                     group_list_type=1)[0]
+    y.backward(dy.npu())
+    torch.testing.assert_close(y.detach().cpu().double(), ref.detach(), atol=1e-3, rtol=1e-4)
+    assert torch.count_nonzero(y[sum(counts):]).item() == 0
+    for got, want in ((xs, rx), (ws, rw)):
+        torch.testing.assert_close(got.grad.cpu().double(), want.grad, atol=1e-3, rtol=1e-4)
+
+
 def test_grouped_matmul_verl_moe_expert_forward_and_backward():
     # verl/models/transformers/npu_patch.py (Qwen3-MoE experts on npu): an autograd.Function whose forward is
     # npu_grouped_matmul([x], [w], group_list=counts, split_item=2, group_type=0, group_list_type=1) and whose

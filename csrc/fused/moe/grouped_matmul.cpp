@@ -32,6 +32,7 @@
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/gemm.h"
 #include "fused/quantization/antiquant.h"
 #include "fused/quantization/int4.h"
 #include "fused/quantization/quant_param.h"
@@ -419,7 +420,7 @@ void float_product(const Tile& t, int64_t act_type) {
   if (x.size(1) == 0) {
     if (b.defined()) y.copy_(b.expand_as(y)); else y.zero_();
   } else if (y.scalar_type() == x.scalar_type() && y.is_contiguous()) {
-    if (b.defined()) at::addmm_out(y, b.to(x.scalar_type()), x, w); else at::mm_out(y, x, w);
+    if (b.defined()) at::addmm_out(y, b.to(x.scalar_type()), x, w); else matmul_into(y, x, w);
   } else {
     y.copy_(b.defined() ? at::addmm(b.to(x.scalar_type()), x, w) : at::mm(x, w));
   }
