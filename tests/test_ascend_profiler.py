@@ -247,7 +247,7 @@ def test_mstx_does_nothing_without_a_profiler():
     assert torch_npu.npu.mstx.range_start("idle") == 0
     torch_npu.npu.mstx.range_end(0)
     torch_npu.npu.mstx.mark("idle")
-    with pytest.raises(TypeError):
+    with pytest.warns(UserWarning, match="Invalid message"):  # torch_npu's mstx warns and does nothing
         torch_npu.npu.mstx.mark(3)
 
 

@@ -56,7 +56,7 @@ def test_device_interface_is_npus():
     s = torch.npu.Stream()
     with NpuInterface.stream(s):
         assert NpuInterface.current_stream() == s
-        assert NpuInterface.get_raw_stream(0) == s.stream_id
+        assert NpuInterface.get_raw_stream(0) == s.npu_stream
 
 
 def test_stream_context_compiles_into_one_graph_on_its_stream():

@@ -13,12 +13,9 @@
 
 namespace softnpu::gpu_trace {
 
-// A stream's identity for the sanitizer: its device in the top 16 bits, its c10 stream id below; the Python side
-// computes the same key from torch.Stream's device_index and stream_id.
-inline uintptr_t stream_key(const NPUStream& s) {
-  return (static_cast<uintptr_t>(static_cast<uint16_t>(s.device_index())) << 48) |
-         (static_cast<uintptr_t>(s.id()) & ((uintptr_t{1} << 48) - 1));
-}
+// A stream's identity for the sanitizer: its runtime handle, as torch_npu reports its aclrtStream (and CUDA its
+// cudaStream_t); torch.npu.Stream.npu_stream gives the same value.
+inline uintptr_t stream_key(const NPUStream& s) { return reinterpret_cast<uintptr_t>(s.handle()); }
 
 inline uintptr_t event_key(const void* event) { return reinterpret_cast<uintptr_t>(event); }
 

@@ -65,9 +65,17 @@ c10::Stream NPUGuardImpl::getNewStream(c10::Device d, int priority) const {
 
 c10::Stream NPUGuardImpl::exchangeStream(c10::Stream s) const { return setCurrentNPUStream(NPUStream(s)); }
 
-bool NPUGuardImpl::queryStream(const c10::Stream& stream) const { return NPUStream(stream).query(); }
+bool NPUGuardImpl::queryStream(const c10::Stream& stream) const {
+  const NPUStream npu_stream(stream);
+  check_query_allowed(npu_stream);
+  return npu_stream.query();
+}
 
-void NPUGuardImpl::synchronizeStream(const c10::Stream& stream) const { NPUStream(stream).synchronize(); }
+void NPUGuardImpl::synchronizeStream(const c10::Stream& stream) const {
+  const NPUStream npu_stream(stream);
+  check_synchronize_allowed(npu_stream);
+  npu_stream.synchronize();
+}
 
 void NPUGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
   on_device(device_index < 0 ? current_device() : device_index, [] {

@@ -62,3 +62,7 @@ sys.modules["torch_npu.utils._path_manager"] = utils._path_manager = _path_manag
 from softnpu import inductor as _inductor  # noqa: E402
 
 sys.modules["torch_npu._inductor"] = _inductor
+# torch_npu.utils._dynamo (_dynamo_register_interface_for_device).
+from softnpu.inductor import dynamo as _dynamo_module  # noqa: E402
+
+sys.modules["torch_npu.utils._dynamo"] = utils._dynamo = _dynamo_module

@@ -22,6 +22,8 @@
 #include "backend/python/format.h"
 #include "backend/python/ipc.h"
 #include "backend/python/ipc_event.h"
+#include "backend/python/mstx.h"
+#include "backend/python/npurt.h"
 #include "backend/npu_error.h"
 #include "backend/recovery.h"
 #include "backend/ops/compiled_kernel.h"
@@ -328,6 +330,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", [] { init_runtime(); });
   register_ipc_bindings(m);     // _share_npu_, _new_shared_npu, _release_ipc_counter, _ipc_collect
   register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
+  register_npurt_bindings(m);  // _npurt: torch.npu.npurt()
+  register_mstx_bindings(m);  // _mstx: torch.npu.mstx
   register_format_bindings(m);  // format.cpp reads torch.npu.config.allow_internal_format through it
   m.def("_cpp_meta_ops", [] { return cpp_meta_ops(); });  // the overloads inferred without Python (tests)
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
@@ -357,6 +361,22 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_current_stream", [](int device) { return stream_tuple(getCurrentNPUStream(device)); });
   m.def("_default_stream", [](int device) { return stream_tuple(getDefaultNPUStream(device)); });
+  m.def("_sync_launch_stream", [](int device) { return stream_tuple(getStreamFromSyncLaunchPool(device)); });
+  m.def("_external_stream", [](uintptr_t handle, int device) {
+    return stream_tuple(getStreamFromExternal(reinterpret_cast<snpuStream_t>(handle), device));
+  });
+  // A torch stream's runtime handle (torch_npu: its aclrtStream), what Stream.npu_stream and the raw-stream queries
+  // give, and the key the backend reports the stream by to torch.npu._gpu_trace (gpu_trace.h).
+  m.def("_stream_handle", [](int64_t stream_id, int device) {
+    return reinterpret_cast<uintptr_t>(stream_for(static_cast<c10::DeviceIndex>(device), stream_id).handle());
+  });
+  m.def("_stream_of_handle", [](uintptr_t handle) -> py::object {
+    const auto s = find_stream(reinterpret_cast<snpuStream_t>(handle));
+    return s ? py::object(stream_tuple(*s)) : py::object(py::none());
+  });
+  m.def("_stream_priority", [](int64_t stream_id, int device) {
+    return stream_for(static_cast<c10::DeviceIndex>(device), stream_id).priority();
+  });
   m.def("_set_stream", [](int64_t stream_id, int device) {
     setCurrentNPUStream(stream_for(static_cast<c10::DeviceIndex>(device), stream_id));
   });

@@ -20,8 +20,16 @@ NPUStream::NPUStream(c10::Stream stream) : stream_(stream) {
               stream.device_type());
 }
 
-bool NPUStream::query() const { return backend_stream(*this).query(); }
-void NPUStream::synchronize() const { backend_stream(*this).synchronize(); }
+bool NPUStream::query() const {
+  const softnpu::NPUStream s = backend_stream(*this);
+  softnpu::check_query_allowed(s);
+  return s.query();
+}
+void NPUStream::synchronize() const {
+  const softnpu::NPUStream s = backend_stream(*this);
+  softnpu::check_synchronize_allowed(s);
+  s.synchronize();
+}
 int NPUStream::priority() const { return backend_stream(*this).priority(); }
 aclrtStream NPUStream::stream() const { return backend_stream(*this).handle(); }
 
@@ -37,6 +45,9 @@ NPUStream getStreamFromPool(bool isHighPriority, c10::DeviceIndex device_index) 
 NPUStream getNPUStreamFromPool(c10::DeviceIndex device_index) { return getStreamFromPool(false, device_index); }
 aclrtStream getCurrentNPUStreamNoWait(c10::DeviceIndex device_index) {
   return getCurrentNPUStream(device_index).stream();
+}
+NPUStream getStreamFromExternal(aclrtStream stream, c10::DeviceIndex device_index) {
+  return facade(softnpu::getStreamFromExternal(static_cast<snpuStream_t>(stream), device_index));
 }
 void setCurrentNPUStream(NPUStream stream) { softnpu::setCurrentNPUStream(backend_stream(stream)); }
 

@@ -8,8 +8,9 @@ from .. import npu
 
 
 def get_raw_stream(device_index: int) -> int:
-    """The current stream of the device as the integer generated code passes around (its torch.Stream id)."""
-    return npu.current_stream(device_index).stream_id
+    """The current stream of the device as the integer generated code passes around: its runtime handle (torch_npu's
+    aclrtStream, torch.npu.Stream.npu_stream)."""
+    return npu.current_stream(device_index).npu_stream
 
 
 class NpuInterface(DeviceInterface):
@@ -90,3 +91,4 @@ class NpuInterface(DeviceInterface):
     @staticmethod
     def raise_if_triton_unavailable(device=None) -> None:
         raise RuntimeError("softnpu compiles npu kernels with Inductor's C++ backend, not Triton")
+

@@ -136,6 +136,7 @@ from .random import (
 from .streams import (
     Event,
     ExternalEvent,
+    ExternalStream,
     Stream,
     StreamContext,
     SyncLaunchStream,
@@ -183,10 +184,13 @@ def __getattr__(name: str):
 
 
 def npurt():
-    """torch_npu: the module of raw NPU runtime calls (npuHostRegister, npuStreamCreate, ...) of builds that have
-    one. softnpu's build has none, so this raises torch_npu's RuntimeError for that case."""
+    """The NPU runtime's raw calls (torch_npu's npurt, as torch.cuda.cudart()): npuStreamCreate(address of a
+    c_void_p), npuStreamDestroy(handle), npuHostRegister(ptr, size, flags), npuHostUnregister(ptr), each returning
+    ACL's error code (0 on success) rather than raising. The same module every call (softnpu._C._npurt)."""
+    from .. import _C
+
     _lazy_init()
-    raise RuntimeError("torch_npu._C._npurt is unavailable in this build.")
+    return _C._npurt
 
 
 def _sleep(cycles: int) -> None:
@@ -201,6 +205,7 @@ def _sleep(cycles: int) -> None:
 __all__ = [
     "Event",
     "ExternalEvent",
+    "ExternalStream",
     "MemPool",
     "NPUGraph",
     "NPUPluggableAllocator",

@@ -2,12 +2,14 @@
 
 torch's Python interpreter hook calls ``torch.<device>._gpu_trace.<Name>Callbacks.fire_callbacks(...)``; the backend
 reports through it (csrc/backend/gpu_trace.h) once ``torch._C._activate_gpu_trace()`` was called. Events are runtime
-event handles; streams are keys of a device and a stream id (``stream_key``).
+event handles; streams are runtime stream handles (``stream_key``: torch.npu.Stream.npu_stream).
 """
 
 from collections.abc import Callable
 
 from torch._utils import CallbackRegistry
+
+from .. import _C
 
 EventCreationCallbacks: "CallbackRegistry[int]" = CallbackRegistry("NPU event creation")
 EventDeletionCallbacks: "CallbackRegistry[int]" = CallbackRegistry("NPU event deletion")
@@ -22,8 +24,8 @@ EventSynchronizationCallbacks: "CallbackRegistry[int]" = CallbackRegistry("NPU e
 
 
 def stream_key(device_index: int, stream_id: int) -> int:
-    """The key the backend reports a stream by (gpu_trace.h's stream_key): the device above bit 48, the id below."""
-    return ((device_index & 0xFFFF) << 48) | (stream_id & ((1 << 48) - 1))
+    """The key the backend reports a stream by (gpu_trace.h's stream_key): its runtime handle."""
+    return _C._stream_handle(stream_id, device_index)
 
 
 def register_callback_for_event_creation(cb: Callable[[int], None]) -> None:

@@ -49,7 +49,11 @@ _FACTORY_FUNCTION = re.compile(r"aten::(new_\w+|\w+_like)")
 
 
 def _stream_name(stream: StreamKey) -> str:
-    return f"{stream} (npu:{stream >> 48} stream id {stream & ((1 << 48) - 1)})"
+    found = _C._stream_of_handle(stream)
+    if found is None:
+        return f"{stream:#x}"
+    stream_id, device_index, _ = found
+    return f"{stream:#x} (npu:{device_index} stream id {stream_id})"
 
 
 class AccessType(enum.Enum):

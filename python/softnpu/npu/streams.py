@@ -5,7 +5,6 @@ from typing import Any, Optional
 import torch
 
 from .. import _C
-from . import _gpu_trace
 from .device import _device_index, _lazy_init, device as _device_ctx
 
 _NPU_TYPE = None
@@ -25,25 +24,26 @@ class Stream(torch.Stream):
         if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
             _check_existing(**kwargs)
             return super().__new__(cls, **kwargs)
-        # is_sync_launch (torch_npu: launches bypass its task queue): every softnpu launch reaches the runtime's stream
-        # from the calling thread, so such a stream is a pool stream like the others (see SyncLaunchStream).
         _lazy_init()
         index = _device_index(device, optional=True)
         if index < 0:  # as torch.cuda.Stream: a negative index means the current device
             index = _C._current_device()
+        if is_sync_launch:
+            # torch_npu's sync-launch pool (launches bypass its task queue); every softnpu launch reaches the runtime
+            # from the calling thread, so these are ordinary streams of a pool of their own (see SyncLaunchStream).
+            stream_id, device_index, device_type = _C._sync_launch_stream(index)
+            return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
         return super().__new__(cls, device=torch.device("npu", index), priority=priority)
 
     @property
     def npu_stream(self) -> int:
-        """An integer naming the stream (torch_npu: its aclrtStream handle): the key the backend reports it under to
-        torch.npu._gpu_trace, so the sanitizer's reports name streams by it."""
-        return _gpu_trace.stream_key(self.device_index, self.stream_id)
+        """The runtime stream's handle (torch_npu: its aclrtStream), as an int: what torch.npu.npurt() and ACL
+        take, and the key the backend reports the stream by to torch.npu._gpu_trace (the sanitizer's reports)."""
+        return _C._stream_handle(self.stream_id, self.device_index)
 
     @property
     def priority(self) -> int:
-        if self.stream_id == 0:
-            return 0
-        return -((self.stream_id - 1) // 32)
+        return _C._stream_priority(self.stream_id, self.device_index)
 
     def wait_event(self, event: "Event") -> None:
         event.wait(self)
@@ -62,7 +62,28 @@ class Stream(torch.Stream):
         self._data_preprocess = bool(is_data_preprocess_stream)
 
     def __repr__(self) -> str:
-        return f"<torch.npu.Stream device={self.device} stream_id={self.stream_id}>"
+        return f"<torch_npu.npu.Stream device={self.device} npu_stream={self.npu_stream:#x}>"  # torch_npu's form
+
+
+class ExternalStream(Stream):
+    """A runtime stream the program created itself (torch.npu.npurt().npuStreamCreate, ACL's aclrtCreateStream), as
+    a torch stream, as torch.cuda.ExternalStream: ops run on it while it is current, and the same handle gives an equal
+    stream. The program keeps owning it (it must outlive its use here) and tracks its completion itself: as torch_npu's,
+    synchronize() and query() raise RuntimeError; torch.npu.synchronize() waits for it as for every stream of its
+    device. torch_npu also refuses events and record_stream on it, because its task queue does not know the stream;
+    softnpu has no task queue, so those work as on CUDA's external streams."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None, priority: int = 0, is_sync_launch: bool = False):
+        if priority != 0 or is_sync_launch:
+            raise RuntimeError("ExternalStream: priority and is_sync_launch are the external stream's own; "
+                               "they must keep their defaults")
+        _lazy_init()
+        index = _device_index(device, optional=True)  # -1: the stream's own device
+        stream_id, device_index, device_type = _C._external_stream(stream_ptr, index)
+        return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+    def __repr__(self) -> str:
+        return f"<torch.npu.ExternalStream device={self.device} npu_stream={self.npu_stream:#x}>"
 
 
 def _check_existing(stream_id: int, device_index: int, device_type: int) -> None:
@@ -159,7 +180,8 @@ class Event(torch.Event):
         return Event.from_ipc_handle, (self.device, self.ipc_handle())
 
     def __repr__(self) -> str:
-        return f"<torch.npu.Event {self.event_id:#x}>" if self.event_id else "<torch.npu.Event uninitialized>"
+        # torch_npu's form
+        return f"<torch_npu.npu.Event {self.event_id:#x}>" if self.event_id else "<torch_npu.npu.Event uninitialized>"
 
 
 def _wrap(stream_tuple) -> Stream:

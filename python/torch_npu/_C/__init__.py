@@ -6,13 +6,18 @@
 - ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs);
 - ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers;
 - ``_npu_npuCachingAllocator_set_allocator_settings(settings)``: torch.npu.memory._set_allocator_settings;
-- ``_npu_getDeviceCount()``: the runtime's device count (torch.npu.device_count()'s).
+- ``_npu_getDeviceCount()``: the runtime's device count (torch.npu.device_count()'s);
+- ``_npurt``: torch.npu.npurt()'s module of raw runtime calls; ``_mstx``: the entry points behind torch.npu.mstx;
+- ``_npu_getCurrentRawStream(device)`` / ``_npu_getCurrentRawStreamNoWait(device)``: the current stream's runtime
+  handle (torch.npu.Stream.npu_stream), what Inductor's generated code passes around.
 """
 
 import softnpu._C
 import torch
 from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
 from softnpu.npu.memory import _set_allocator_settings as _npu_npuCachingAllocator_set_allocator_settings  # noqa: F401
+
+from softnpu._C import _mstx, _npurt  # noqa: F401
 
 from . import _cd  # noqa: F401
 
@@ -27,6 +32,14 @@ def _npu_getDeviceCount() -> int:
     """The runtime's device count (torch_npu's c10_npu::device_count), what torch.npu.device_count() reports: the
     devices ASCEND_RT_VISIBLE_DEVICES selects, 0 for a list the runtime refuses."""
     return softnpu._C._device_count_noexcept()
+
+
+def _npu_getCurrentRawStream(device_index: int) -> int:
+    return torch.npu.current_stream(device_index).npu_stream
+
+
+# torch_npu's NoWait form skips draining its task queue; softnpu launches at the call, so there is no queue to drain.
+_npu_getCurrentRawStreamNoWait = _npu_getCurrentRawStream
 
 
 def _npu_get_soc_version() -> int:

@@ -37,9 +37,9 @@ class NPUStream {
     return NPUStream(c10::Stream::unpack3(stream_id, device_index, device_type));
   }
 
-  // True when all work queued on the stream has completed.
+  // True when all work queued on the stream has completed (an external stream raises: the caller tracks it).
   bool query() const;
-  // Waits for the work queued so far; raises the first kernel error not reported yet.
+  // Waits for the work queued so far; raises the first kernel error not reported yet (an external stream raises).
   void synchronize() const;
   // 0 is the lowest priority, more negative is higher (as torch.npu.Stream's priority).
   int priority() const;
@@ -59,6 +59,8 @@ NPUStream getDefaultNPUStream(c10::DeviceIndex device_index = -1);
 NPUStream getStreamFromPool(bool isHighPriority = false, c10::DeviceIndex device_index = -1);
 NPUStream getNPUStreamFromPool(c10::DeviceIndex device_index = -1);
 aclrtStream getCurrentNPUStreamNoWait(c10::DeviceIndex device_index = -1);
+// A stream the caller created (aclrtCreateStream) as an NPUStream; the same handle gives the same stream.
+NPUStream getStreamFromExternal(aclrtStream stream, c10::DeviceIndex device_index);
 // Makes the stream current for its device on this thread.
 void setCurrentNPUStream(NPUStream stream);
 // Waits for every stream of the current device; with check_error, raises the first kernel error.
