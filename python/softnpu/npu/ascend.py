@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from .. import _C
+from .acl_init import check_jit_compile
 from .device import _lazy_init
 
 _options: dict[str, str] = {}
@@ -41,9 +42,10 @@ _DEPRECATED_OPTIONS = ("ACL_OP_SELECT_IMPL_MODE", "ACL_OPTYPELIST_FOR_IMPLMODE")
 
 def set_compile_mode(jit_compile: bool = False) -> None:
     """torch_npu: compile operators online (True) or use precompiled binaries (False). Recorded as the
-    "jitCompile" option."""
+    "jitCompile" option; with aclops disabled (ACL_OP_INIT_MODE=2) it cannot change, as on torch_npu."""
     if not isinstance(jit_compile, bool):
         raise TypeError(f"jit_compile must be a bool, got {type(jit_compile).__name__}")
+    check_jit_compile(jit_compile, not is_jit_compile_false())
     _options["jitCompile"] = "enable" if jit_compile else "disable"
 
 

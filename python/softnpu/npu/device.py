@@ -37,6 +37,9 @@ def _lazy_init() -> None:
     with _init_lock:
         if is_initialized():
             return
+        from .acl_init import initialize as _acl_initialize
+
+        _acl_initialize()  # torch_npu's checks before aclInit: TORCH_ACL_INIT_CONFIG_PATH, ACL_OP_INIT_MODE
         _C._init()  # a malformed SOFTNPU_*/ASCEND_* variable raises here, named
         _initialized = True
         from .memory import _install_oom_snapshot
