@@ -518,3 +518,86 @@ def test_torch_transfer_to_npu_variable_patches_at_import_torch():
     assert off.lines == ["False"]
     bad = run_python("import torch\nprint(hasattr(torch, 'npu'))", env={"TORCH_TRANSFER_TO_NPU": "yes"})
     assert bad.lines == ["False"] and "TORCH_TRANSFER_TO_NPU='yes'" in bad.stderr
+
+
+def test_torch_npus_helpers_and_distributed_names(tmp_path):
+    config = tmp_path / "apis.json"
+    config.write_text('{"pkg": {"version": "1.0", "apis": {"m.f": "function"}}}')
+    out = run_cuda(f"""
+        import logging
+        import torch_npu
+        from torch_npu.contrib import transfer_to_npu as t
+
+        @t._wrapper_cuda
+        def devices(*args, **kwargs):
+            return [str(a) for a in args], {{k: str(v) for k, v in kwargs.items()}}
+
+        @t._wrapper_hccl
+        def group(*args, **kwargs):
+            return args, kwargs
+
+        @t._wrapper_libraries_func
+        def cuda_seen():
+            return torch.cuda.is_available()
+
+        warnings = []
+        logging.warning = lambda message, *a: warnings.append(message)
+        profiled = t._wrapper_profiler(lambda **kwargs: sorted(kwargs))
+        npu_config = torch_npu.profiler._ExperimentalConfig()
+        backend_map = torch.distributed.Backend.default_device_backend_map
+        print(json.dumps({{
+            "dict": t._replace_cuda_to_npu_in_dict({{"cuda:1": "cuda:0", "cuda_version": "12", "n": 1}}),
+            "device_ids": devices("cuda:1", device_ids=("cuda:0", torch.device("cuda", 1)), device="cuda"),
+            "device_ids list": devices(device_ids=["cuda:1", 0]),
+            "hccl": group("nccl", "tcp://127.0.0.1:29500", backend="cpu:gloo,cuda:nccl"),
+            "libraries": [cuda_seen(), torch.cuda.is_available()],
+            "json": [t._load_json_file({str(config)!r}), t._load_json_file({str(tmp_path / "absent.json")!r})],
+            "profiler": [profiled(experimental_config="not a config"), len(warnings),
+                         profiled(experimental_config=npu_config), len(warnings)],
+            "profile is npu's": torch.profiler.profile is torch_npu.profiler.profile,
+            "nccl group": torch.distributed.ProcessGroupNCCL is torch_npu._C._distributed_c10d.ProcessGroupHCCL,
+            "options": type(torch.distributed.ProcessGroupNCCL.Options()).__name__,
+            "backend by device": [backend_map.get("cuda"), backend_map.get("npu")],
+            "host empty cache": torch._C._host_emptyCache is torch_npu._C._npu_hostEmptyCache,
+        }}))
+        torch._C._host_emptyCache()
+    """)
+    assert out == {
+        # torch_npu's textual replacement in keys and values
+        "dict": {"npu:1": "npu:0", "npu_version": "12", "n": 1},
+        "device_ids": [["npu:1"], {"device_ids": "('npu:0', device(type='npu', index=1))", "device": "npu"}],
+        "device_ids list": [[], {"device_ids": "['npu:1', 0]"}],
+        "hccl": [["hccl", "tcp://127.0.0.1:29500"], {"backend": "cpu:gloo,npu:hccl"}],
+        "libraries": [False, True],  # CUDA's own answer inside a wrapped library function
+        "json": [{"pkg": {"version": "1.0", "apis": {"m.f": "function"}}}, {}],
+        "profiler": [[], 1, ["experimental_config"], 1],
+        "profile is npu's": True, "nccl group": True, "options": "Options",
+        "backend by device": [None, "hccl"], "host empty cache": True,
+    }
+
+
+def test_check_input_file_valid(tmp_path):
+    good, big = tmp_path / "good.json", tmp_path / "big.json"
+    good.write_text("{}")
+    big.write_bytes(b" " * (10 * 1024 ** 2 + 1))
+    (tmp_path / "link.json").symlink_to(good)
+    long_name = tmp_path / ("a" * 201)
+    long_name.write_text("{}")
+    out = run_cuda(f"""
+        paths = {[str(good), str(big), str(tmp_path / "link.json"), str(long_name), str(tmp_path / "absent")]!r}
+        print(json.dumps([transfer_to_npu._check_input_file_valid(p) for p in paths]))
+    """)
+    assert out == [True, False, False, False, False]
+
+
+def test_libraries_take_their_npu_path():
+    # peft's infer_device() asks torch.cuda.is_available() first: listed in apis_config.json, it sees CUDA's answer
+    # and finds npu, where it would answer "cuda" under transfer_to_npu; wrapped when peft is imported, after it.
+    pytest.importorskip("peft")
+    out = run_cuda("""
+        import sys
+        imported_before = "peft" in sys.modules
+        from peft.utils.other import infer_device
+        print(json.dumps([imported_before, infer_device(), torch.cuda.is_available()]))
+    """)
+    assert out == [False, "npu", True]

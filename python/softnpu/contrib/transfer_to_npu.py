@@ -35,7 +35,19 @@ tensors, dtypes, file names) passes through untouched. What is patched:
 - ``TORCH_TRANSFER_TO_NPU=1`` applies all of this when softnpu loads, so a CUDA program that never imports
   torch_npu runs on npu too (``import torch`` loads softnpu).
 - ``torch.distributed``: ``init_process_group`` and ``new_group`` take ``"nccl"`` as ``"hccl"`` (and
-  ``"cuda:nccl"`` as ``"npu:hccl"``) and translate ``device_id``; ``is_nccl_available`` is ``is_hccl_available``.
+  ``"cuda:nccl"`` as ``"npu:hccl"``) and translate ``device_id``; ``is_nccl_available`` is ``is_hccl_available``;
+  ``ProcessGroupNCCL`` is ``ProcessGroupHCCL``; the backend chosen by device has no CUDA entry (npu's is hccl);
+  ``DistributedDataParallel`` translates ``device_ids``.
+- ``torch.profiler.profile`` is torch_npu.profiler's, taking torch_npu's ``experimental_config``; another kind of
+  config (neither torch_npu's nor torch's own) is dropped with a warning. ``torch._C._host_emptyCache`` is
+  ``torch.npu.host_empty_cache``.
+- Functions of transformers, peft, accelerate and trl that take a CUDA-only path when ``torch.cuda.is_available()``
+  (the list is ``apis_config.json``, torch_npu's format) see CUDA's own answer, False, so these libraries take
+  their npu path; a listed module is wrapped when it is imported.
+
+The helpers keep torch_npu's names (``_wrapper_cuda``, ``_wrapper_hccl``, ``_wrapper_profiler``,
+``_wrapper_libraries_func``, ``_replace_cuda_to_npu_in_dict``, ``_load_json_file``, ``_check_input_file_valid``,
+``_del_nccl_device_backend_map``), since code written for torch_npu reaches for them.
 
 What is not patched:
 
@@ -56,8 +68,15 @@ What is not patched:
 """
 
 import functools
+import importlib
+import importlib.abc
+import importlib.metadata
 import inspect
+import json
+import logging
+import os
 import re
+import sys
 import types
 
 import torch
@@ -66,6 +85,7 @@ import torch.utils._device
 import torch.utils.cpp_extension
 
 from .. import npu
+from .. import profiler as npu_profiler
 
 __all__: list[str] = []
 
@@ -79,17 +99,29 @@ def _npu(value):
         return "npu" + value[4:] if _CUDA_DEVICE.fullmatch(value) else value
     if isinstance(value, torch.device):
         return torch.device("npu", value.index) if value.type == "cuda" else value
-    if isinstance(value, dict):  # torch.load's map_location: the values are where storages go
-        return {key: _npu(v) for key, v in value.items()}
+    if isinstance(value, dict):  # torch.load's map_location: {saved location: where its storages go}
+        # The CUDA keys stay too: a checkpoint saved on CUDA names its storages "cuda:N".
+        return {**{key: _npu(v) for key, v in value.items()}, **_replace_cuda_to_npu_in_dict(value)}
     return value
 
 
-def _translating(fn):
-    """`fn`, taking CUDA devices in any argument as npu devices."""
+def _replace_cuda_to_npu_in_dict(device_dict: dict) -> dict:
+    """torch_npu's translation of a dict: "cuda" becomes "npu" wherever it occurs in a key or value that is a string
+    ({"cuda:1": "cuda:0"} is {"npu:1": "npu:0"}), and CUDA devices among the values become npu's."""
+    return {(key.replace("cuda", "npu") if isinstance(key, str) else key):
+            (value.replace("cuda", "npu") if isinstance(value, str) else _npu(value))
+            for key, value in device_dict.items()}
+
+
+def _wrapper_cuda(fn):
+    """`fn`, taking CUDA devices in any argument as npu devices, and in the lists of `device_ids` (DDP's)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        return fn(*[_npu(a) for a in args], **{k: _npu(v) for k, v in kwargs.items()})
+        kwargs = {k: _npu(v) for k, v in kwargs.items()}
+        if isinstance(kwargs.get("device_ids"), (list, tuple)):
+            kwargs["device_ids"] = type(kwargs["device_ids"])(_npu(d) for d in kwargs["device_ids"])
+        return fn(*[_npu(a) for a in args], **kwargs)
 
     return wrapper
 
@@ -107,7 +139,7 @@ def _scaler_init(init):
 def _npu_by_default(fn):
     """`fn` (is_autocast_enabled, set_autocast_enabled), whose form without a device type means CUDA, taking that
     form as npu's."""
-    translating = _translating(fn)
+    translating = _wrapper_cuda(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -150,19 +182,158 @@ def _hccl(backend: str) -> str:
     return ",".join(parts)
 
 
-def _hccl_backend(fn):
-    """`fn` (a torch.distributed function with a `backend` argument) taking NCCL as HCCL, and CUDA devices as npu."""
-    signature = inspect.signature(fn)
-    translating = _translating(fn)
+def _wrapper_hccl(fn):
+    """`fn` (a torch.distributed function with a `backend` argument) taking NCCL as HCCL, as torch_npu's wrapper does:
+    in the `backend` keyword and in every positional string (the other positional strings, init_method's URLs, have
+    no "nccl" part to change), and CUDA devices as npu."""
+    translating = _wrapper_cuda(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        bound = signature.bind_partial(*args, **kwargs)
-        if isinstance(bound.arguments.get("backend"), str):
-            bound.arguments["backend"] = _hccl(bound.arguments["backend"])
-        return translating(*bound.args, **bound.kwargs)
+        args = [_hccl(a) if isinstance(a, str) else a for a in args]
+        if isinstance(kwargs.get("backend"), str):
+            kwargs["backend"] = _hccl(kwargs["backend"])
+        return translating(*args, **kwargs)
 
     return wrapper
+
+
+def _del_nccl_device_backend_map() -> None:
+    """Drops CUDA from the backends torch.distributed picks by device, so a group made without a backend (and
+    init_device_mesh("cuda"), translated to npu) does not ask for NCCL: npu's entry (hccl) serves instead."""
+    backend_map = getattr(torch.distributed.Backend, "default_device_backend_map", None)
+    if backend_map is not None:
+        backend_map.pop("cuda", None)
+
+
+def _wrapper_profiler(fn):
+    """`fn` (torch.profiler.profile, npu's) dropping, with a warning, an `experimental_config` that is neither npu's
+    nor torch's own (CUDA code's CUPTI settings come from elsewhere), as torch_npu does."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        config = kwargs.get("experimental_config")
+        if config is not None and not isinstance(config, (npu_profiler._ExperimentalConfig,
+                                                          torch._C._profiler._ExperimentalConfig)):
+            logging.warning("The parameter experimental_config of torch.profiler.profile has been removed by "
+                            "transfer_to_npu: it is not a torch_npu.profiler._ExperimentalConfig.")
+            del kwargs["experimental_config"]
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+# Functions of libraries that choose a CUDA-only path when torch.cuda.is_available() is True: they keep CUDA's own
+# answer (False), so the library takes its npu path or its CPU one (torch_npu's apis_config.json, same format).
+_LIBRARIES_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apis_config.json")
+_MAX_CONFIG_BYTES = 10 * 1024 ** 2
+_MAX_CONFIG_NAME = 200
+_cuda_is_available = torch.cuda.is_available
+
+
+def _check_input_file_valid(file_path: str) -> bool:
+    """Whether `file_path` may be read as a configuration: not a symbolic link, existing, readable, a name of at most
+    200 characters and at most 10 MiB (torch_npu's checks)."""
+    if os.path.islink(os.path.abspath(file_path)):
+        return False
+    path = os.path.realpath(file_path)
+    return (os.path.exists(path) and os.access(path, os.R_OK) and len(os.path.basename(path)) <= _MAX_CONFIG_NAME
+            and os.path.getsize(path) <= _MAX_CONFIG_BYTES)
+
+
+def _load_json_file(file_path: str) -> dict:
+    """The JSON object in `file_path`; {} when the file fails _check_input_file_valid, is not JSON, or holds
+    something other than an object."""
+    if not _check_input_file_valid(file_path):
+        return {}
+    try:
+        with open(file_path) as f:
+            content = json.load(f)
+    except json.JSONDecodeError:
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def _wrapper_libraries_func(fn):
+    """`fn`, during which torch.cuda.is_available is CUDA's own again."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        patched = torch.cuda.is_available
+        torch.cuda.is_available = _cuda_is_available
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.cuda.is_available = patched
+
+    return wrapper
+
+
+def _version(text: str) -> tuple:
+    """A release's number as a comparable tuple ("4.32.0" is (4, 32, 0); a suffix such as ".dev0" is ignored)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def _wrap_library_api(module, name: str, kind: str) -> None:
+    """Wraps `name` ("module.function" or "module.Class.method", `kind` "function" or "method") of the imported
+    `module`; a name the installed release lacks is skipped."""
+    owner = getattr(module, name.split(".")[-2]) if kind == "method" else module
+    fn = getattr(owner, name.split(".")[-1], None)
+    if fn is not None and not getattr(fn, _MARK, False):
+        wrapped = _wrapper_libraries_func(fn)
+        setattr(wrapped, _MARK, True)
+        setattr(owner, name.split(".")[-1], wrapped)
+
+
+class _LibraryApiFinder(importlib.abc.MetaPathFinder):
+    """Wraps the listed functions of a module when it is imported: importing the libraries (transformers' trainer,
+    accelerate) here, as torch_npu does, would cost every program seconds, used or not."""
+
+    def __init__(self, apis: dict[str, list[tuple[str, str]]]):
+        self.apis = apis  # {module name: [(name, kind)]}
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.apis:
+            return None
+        for finder in sys.meta_path:  # the spec the other finders give, its loader wrapping after executing
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                exec_module, apis = spec.loader.exec_module, self.apis[fullname]
+
+                def exec_and_wrap(module):
+                    exec_module(module)
+                    for name, kind in apis:
+                        _wrap_library_api(module, name, kind)
+
+                spec.loader.exec_module = exec_and_wrap
+                return spec
+            if spec is not None:
+                return None
+        return None
+
+
+def _do_wrapper_libraries_func(config: dict) -> None:
+    """Applies _wrapper_libraries_func to the functions `config` lists: {package: {"version": the first release
+    concerned, "apis": {"module.function" or "module.Class.method": "function" or "method"}}}, for each package
+    installed at that version or later; now for the modules already imported, at their import for the others."""
+    apis: dict[str, list[tuple[str, str]]] = {}
+    for package, entry in config.items():
+        try:
+            installed = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if not isinstance(entry, dict) or not entry.get("version") or _version(installed) < _version(entry["version"]):
+            continue
+        for name, kind in entry.get("apis", {}).items():
+            module = name.rsplit(".", 2 if kind == "method" else 1)[0]
+            apis.setdefault(module, []).append((name, kind))
+    for module in [m for m in apis if m in sys.modules]:
+        for name, kind in apis.pop(module):
+            _wrap_library_api(sys.modules[module], name, kind)
+    if apis and not any(isinstance(f, _LibraryApiFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _LibraryApiFinder(apis))
 
 
 def _translating_type(cls):
@@ -191,7 +362,7 @@ def _cuda_module_getattr(name: str):
     raise AttributeError(f"module 'torch.cuda' has no attribute '{name}'")
 
 
-def _patch(owner, names, make=_translating) -> None:
+def _patch(owner, names, make=_wrapper_cuda) -> None:
     """Replaces each `owner.name` by `make(owner.name)`, once (a second import finds the mark and leaves it)."""
     for name in names:
         current = inspect.getattr_static(owner, name)
@@ -240,7 +411,7 @@ def _install() -> None:
         value = getattr(npu, name)
         if name == "default_generators" or isinstance(value, types.ModuleType):  # submodules: below
             continue
-        setattr(torch.cuda, name, _translating(value) if callable(value) and not isinstance(value, type) else value)
+        setattr(torch.cuda, name, _wrapper_cuda(value) if callable(value) and not isinstance(value, type) else value)
     for name in _MEMORY_DEBUGGING:
         setattr(torch.cuda.memory, name, getattr(npu.memory, name))
     for name in npu.amp.__all__:
@@ -249,13 +420,18 @@ def _install() -> None:
         setattr(torch.cuda.amp, name, getattr(npu.amp, name))
     _patch(npu.Stream, ["__new__"])
     _patch(npu.device, ["__init__"])
+    torch._C._host_emptyCache = npu.host_empty_cache  # torch.cuda.graphs releases pinned memory through it
+
+    # torch.profiler.profile is npu's (taking torch_npu's experimental_config), as torch_npu makes it.
+    _patch(npu_profiler.profile, ["__init__"], _wrapper_profiler)
+    torch.profiler.profile = npu_profiler.profile
 
     # .cuda() is .npu()
-    torch.Tensor.cuda = _translating(torch.Tensor.npu)
+    torch.Tensor.cuda = _wrapper_cuda(torch.Tensor.npu)
     torch.Tensor.is_cuda = torch.Tensor.is_npu
-    torch.nn.Module.cuda = _translating(torch.nn.Module.npu)
-    torch.UntypedStorage.cuda = _translating(torch.UntypedStorage.npu)
-    torch.TypedStorage.cuda = _translating(torch.TypedStorage.npu)
+    torch.nn.Module.cuda = _wrapper_cuda(torch.nn.Module.npu)
+    torch.UntypedStorage.cuda = _wrapper_cuda(torch.UntypedStorage.npu)
+    torch.TypedStorage.cuda = _wrapper_cuda(torch.TypedStorage.npu)
 
     # Device arguments. The default-device mode (`with torch.device(...)`, set_default_device) recognizes factory
     # functions by identity in a set it builds once: build it now, from the unwrapped functions it will be handed.
@@ -281,13 +457,20 @@ def _install() -> None:
     torch.set_autocast_gpu_dtype = functools.wraps(torch.set_autocast_gpu_dtype)(
         lambda dtype: torch.set_autocast_dtype("npu", dtype))
     _register_cuda_restore()
+    _do_wrapper_libraries_func(_load_json_file(_LIBRARIES_CONFIG))
     _patch(torch.amp.GradScaler, ["__init__"], _scaler_init)
 
     if torch.distributed.is_available():
         import torch.distributed as dist
 
-        _patch(dist, ["init_process_group", "new_group"], _hccl_backend)
+        from .. import distributed as npu_distributed
+
+        _patch(dist, ["init_process_group", "new_group"], _wrapper_hccl)
         dist.is_nccl_available = dist.is_hccl_available
+        # ProcessGroupNCCL (and its Options) is the hccl backend's process group, as torch_npu makes it.
+        dist.ProcessGroupNCCL = dist.distributed_c10d.ProcessGroupNCCL = npu_distributed.ProcessGroupHCCL
+        _del_nccl_device_backend_map()
+        _patch(torch.nn.parallel.DistributedDataParallel, ["__init__"])
 
 
 _install()

@@ -6,6 +6,7 @@
 - ``_weak_ref_tensor(t)``: a tensor viewing t's memory without keeping it alive (vllm-ascend's graph outputs);
 - ``_empty_strided_npu(size, stride, dtype)``: Inductor's allocation of strided npu buffers;
 - ``_npu_npuCachingAllocator_set_allocator_settings(settings)``: torch.npu.memory._set_allocator_settings;
+- ``_npu_hostEmptyCache()``: torch.npu.host_empty_cache (transfer_to_npu makes it torch._C._host_emptyCache);
 - ``_npu_getDeviceCount()``: the runtime's device count (torch.npu.device_count()'s);
 - ``_npurt``: torch.npu.npurt()'s module of raw runtime calls; ``_mstx``: the entry points behind torch.npu.mstx;
 - ``_npu_getCurrentRawStream(device)`` / ``_npu_getCurrentRawStreamNoWait(device)``: the current stream's runtime
@@ -15,6 +16,7 @@
 import softnpu._C
 import torch
 from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
+from softnpu.npu.host_memory import host_empty_cache as _npu_hostEmptyCache  # noqa: F401
 from softnpu.npu.memory import _set_allocator_settings as _npu_npuCachingAllocator_set_allocator_settings  # noqa: F401
 
 from softnpu._C import _mstx, _npurt  # noqa: F401
