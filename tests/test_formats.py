@@ -136,6 +136,16 @@ def test_a_training_step_in_fractal_nz_equals_nd(internal_formats):
         assert abs(loss.item() - nz_losses[step]) < 1e-5
 
 
+def test_deepcopy_keeps_the_format(internal_formats):
+    x = npu_format_cast(torch.rand(3, 3).npu(), 29)
+    memo = {}
+    y = copy.deepcopy(x, memo)
+    assert get_npu_format(y) == 29 and y.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert torch.equal(y.cpu(), x.cpu())
+    assert copy.deepcopy(x, memo) is y  # the memo answers a second copy, as for any tensor
+    assert get_npu_format(copy.deepcopy(torch.rand(2, 2).npu())) == 2
+
+
 def test_save_load_round_trip_keeps_the_format(internal_formats):
     w = torch.randn(20, 40, dtype=torch.float16)
     state = {"nz": npu_format_cast(w.npu(), 29), "fz": npu_format_cast(torch.randn(32, 3, 3, 3).npu(), 4),

@@ -182,4 +182,32 @@ def test_save_async_takes_the_state_at_the_call(tmp_path):
     writer = torch_npu.utils.save_async({"t": t}, tmp_path / "x.pt")
     t.add_(100)  # after the call: not in the file
     writer.join()
-    assert torch.equal(torch.load(tmp_path / "x.pt")["t"], torch.arange(4.0))
+    loaded = torch.load(tmp_path / "x.pt")["t"]
+    assert loaded.device == t.device  # torch.save's file: npu tensors keep their location
+    assert torch.equal(loaded.cpu(), torch.arange(4.0))
+    # torch_npu's save_async saves the object itself; `model` only orders its next backward after the copies.
+    model = torch.nn.Linear(2, 2).npu()
+    torch_npu.utils.save_async(model, tmp_path / "m.pt", model=model).join()
+    assert torch.load(tmp_path / "m.pt", weights_only=False).state_dict().keys() == model.state_dict().keys()
+    with pytest.raises(RuntimeError, match="_use_new_zipfile_serialization"):
+        torch_npu.utils.save_async(t, tmp_path / "y.pt", _use_new_zipfile_serialization=False)
+
+
+def test_test_case_leaves_sparse_invariant_checks_as_they_were():
+    # torch_npu's TestCase does not turn PyTorch's sparse invariant checks on (its tests build tensors they refuse).
+    class Sparse(TestCase):
+        def runTest(self):
+            self.enabled = torch.sparse.check_sparse_tensor_invariants.is_enabled()
+
+    for before in (False, True):
+        probe = Sparse()
+        if before:
+            torch.sparse.check_sparse_tensor_invariants.enable()
+        try:
+            result = unittest.TestResult()
+            probe.run(result)
+            assert result.wasSuccessful(), result.errors + result.failures
+            assert probe.enabled is before
+            assert torch.sparse.check_sparse_tensor_invariants.is_enabled() is before  # restored by tearDown
+        finally:
+            torch.sparse.check_sparse_tensor_invariants.disable()

@@ -111,3 +111,20 @@ __all__ = [*_OPS, "Format"]
 # As on torch_npu, the format casts are also tensor methods (x.npu_format_cast(29)).
 torch.Tensor.npu_format_cast = npu_format_cast
 torch.Tensor.npu_format_cast_ = npu_format_cast_
+
+_tensor_deepcopy = torch.Tensor.__deepcopy__
+
+
+def _deepcopy_keeping_format(self, memo):
+    """copy.deepcopy of an npu tensor keeps its format, as on torch_npu. There the format belongs to the storage,
+    which deepcopy copies; here it belongs to the tensor (csrc/backend/format.cpp), which torch's __deepcopy__
+    rebuilds around the copied storage, so the copy takes the original's backend metadata."""
+    copied = _tensor_deepcopy(self, memo)
+    if self.device.type == "npu" and copied is not self:
+        metadata = torch._utils.get_tensor_metadata(self)
+        if metadata:
+            torch._utils.set_tensor_metadata(copied, metadata)
+    return copied
+
+
+torch.Tensor.__deepcopy__ = _deepcopy_keeping_format

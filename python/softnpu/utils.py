@@ -1,7 +1,8 @@
 """torch_npu.utils: the public helpers of torch_npu's utils package.
 
 - save_async: torch.save that returns before the file is written. The state is taken at the call (npu tensors are
-  copied to the host then), the writing happens on a thread that the interpreter waits for at exit.
+  copied to the host then, keeping their npu location), the writing happens on a thread that the interpreter waits
+  for at exit.
 - npu_combine_tensors / get_part_combined_tensor / is_combined_tensor_valid, npu_change_data_ptr: many tensors
   pointing into one flat buffer (so one op, e.g. a fused optimizer step or a collective, covers them all), as
   torch_npu's: the members do not own the buffer's memory.
@@ -10,9 +11,15 @@
 - get_cann_version(module): the version of a CANN component (torch_npu.npu.utils').
 """
 
+import io
+import os
+import pickle
 import threading
 
 import torch
+from torch.serialization import DEFAULT_PROTOCOL
+
+from .error_code import ErrCode, pta_error
 
 from .flops_count import _FlopsCounter as FlopsCounter
 from .npu.utils import get_cann_version
@@ -22,25 +29,35 @@ __all__ = ["save_async", "npu_change_data_ptr", "npu_combine_tensors", "get_part
            "print_error_log", "print_warn_log", "print_info_log", "FlopsCounter", "get_cann_version"]
 
 
-def _to_host(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu() if obj.device.type != "cpu" else obj.detach().clone()
-    if isinstance(obj, dict):
-        return type(obj)((k, _to_host(v)) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
-        return type(obj)(_to_host(v) for v in obj)
-    return obj
+def save_async(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
+               _disable_byteorder_record=False, model=None):
+    """torch.save of `obj` that returns before the file is written; returns the writing thread (join() waits).
 
-
-def save_async(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_serialization=True, model=None):
-    """Saves `obj` as torch.save would, writing on a background thread; returns the thread (join() waits)."""
-    state = _to_host(obj if model is None else model.state_dict())
-    kwargs = {"pickle_protocol": pickle_protocol, "_use_new_zipfile_serialization": _use_new_zipfile_serialization}
-    if pickle_module is not None:
-        kwargs["pickle_module"] = pickle_module
-    writer = threading.Thread(target=torch.save, args=(state, f), kwargs=kwargs, name="save_async")
+    As torch_npu's: the file is what torch.save writes (npu tensors keep their npu location, so torch.load gives them
+    back on npu) and holds the state at the call. torch_npu takes the device-to-host copies on a stream of its own and
+    makes `model`'s next backward wait for them; here they complete before the call returns (the pickle is built in
+    memory at once), so `model` needs no hook and only the writing of the file is left to the thread."""
+    if not _use_new_zipfile_serialization:
+        raise RuntimeError("torch_npu.save_async with _use_new_zipfile_serialization=False is not supported for npu "
+                           "tensors: keep _use_new_zipfile_serialization=True, or move the tensors to the CPU and call "
+                           "torch.save" + pta_error(ErrCode.PARAM))
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"save_async: model must be a torch.nn.Module, got {type(model).__name__}")
+    buffer = io.BytesIO()
+    torch.save(obj, buffer, pickle_module=pickle_module, pickle_protocol=pickle_protocol,
+               _disable_byteorder_record=_disable_byteorder_record)
+    writer = threading.Thread(target=_write, args=(buffer, f), name="save_async")
     writer.start()
     return writer
+
+
+def _write(buffer: io.BytesIO, f) -> None:
+    data = buffer.getbuffer()
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as out:
+            out.write(data)
+    else:
+        f.write(data)
 
 
 def _storage_elements(tensor) -> int:
