@@ -378,3 +378,22 @@ def test_memory_a_capture_freed_stays_the_graphs():
     torch.testing.assert_close(out.cpu(), torch.full((1 << 16,), 7.0))
     for t in eager:
         torch.testing.assert_close(t.cpu(), torch.full((1 << 16,), -1.0))
+
+
+def test_pinned_memory_allocated_during_capture_stays_the_graphs():
+    s = torch.npu.Stream()
+    g = torch.npu.NPUGraph()
+    dst1, dst2 = torch.zeros(64, device="npu"), torch.zeros(64, device="npu")
+    with torch.no_grad(), torch.npu.graph(g, stream=s):
+        t1 = torch.full((64,), 3.0).pin_memory()
+        dst1.copy_(t1, non_blocking=True)
+        del t1  # freed during capture: the graph still reads it
+        t2 = torch.full((64,), 5.0).pin_memory()
+        dst2.copy_(t2, non_blocking=True)
+    t2_ptr = t2.data_ptr()
+    del t2
+    later = [torch.full((64,), -1.0).pin_memory() for _ in range(16)]
+    assert t2_ptr not in {t.data_ptr() for t in later}
+    for _ in range(2):
+        g.replay()
+        assert dst1.cpu().tolist() == [3.0] * 64 and dst2.cpu().tolist() == [5.0] * 64

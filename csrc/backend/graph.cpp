@@ -1,5 +1,6 @@
 #include "backend/graph.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -61,6 +62,15 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, snpuStreamCaptureMode mode) 
     g_capturing[capture_id_] = this;
   }
   allocator->begin_allocate_to_pool(device_, pool_, stream.handle());
+  // Pinned host memory allocated during the capture (by any stream recording into it) comes from the pool's host
+  // side, as CUDA's: a block a captured copy reads is never handed to later allocations.
+  const uint64_t id = capture_id_;
+  at::getHostAllocator(at::kPrivateUse1)->begin_allocate_to_pool(pool_, [id](c10::Stream s) {
+    uint64_t stream_capture = 0;
+    return snpuStreamGetCaptureInfo(NPUStream(s).handle(), nullptr, &stream_capture) == snpuSuccess &&
+           stream_capture == id;
+  });
+  has_host_pool_ = true;
   capture_stream_ = stream.handle();
   capturing_ = true;
   detail::captures_underway.fetch_add(1, std::memory_order_release);
@@ -72,6 +82,7 @@ void NPUGraph::capture_end() {
               "Capture must end on the same stream it began on.");
   const snpuError_t err = snpuStreamEndCapture(capture_stream_, &graph_);
   NPUCachingAllocator::get()->end_allocate_to_pool(device_, pool_, capture_stream_);
+  at::getHostAllocator(at::kPrivateUse1)->end_allocate_to_pool(pool_);
   {
     std::lock_guard<std::mutex> lock(g_capturing_mutex);
     g_capturing.erase(capture_id_);
@@ -99,6 +110,8 @@ void NPUGraph::reset() {
   generator_states_.clear();
   if (has_pool_) NPUCachingAllocator::get()->release_pool(pool_);
   has_pool_ = false;
+  if (has_host_pool_) at::getHostAllocator(at::kPrivateUse1)->release_pool(pool_);
+  has_host_pool_ = false;
 }
 
 void NPUGraph::register_generator_state(const c10::intrusive_ptr<NPUGeneratorState>& state) {

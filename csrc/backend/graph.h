@@ -46,6 +46,7 @@ class NPUGraph {
   snpuStream_t capture_stream_ = nullptr;
   c10::MempoolId_t pool_{0, 0};
   bool has_pool_ = false;
+  bool has_host_pool_ = false;  // the pinned host allocator's side of the pool
   bool capturing_ = false;
   uint64_t capture_id_ = 0;  // the runtime's, while capturing and after
   // Each generator state the capture drew from, and the offsets one replay consumes (known at capture end).

@@ -18,7 +18,10 @@ class PinnedUseEvent {
  public:
   explicit PinnedUseEvent(const NPUStream& stream) {
     NPU_CHECK(snpuEventCreate(&event_, snpuEventDisableTiming));
-    NPU_CHECK(snpuEventRecord(event_, stream.handle()));
+    // A free (a deleter: it must not throw) during a capture an earlier call invalidated: that capture's work will
+    // never run, so the block waits for nothing.
+    const snpuError_t err = snpuEventRecord(event_, stream.handle());
+    if (err != snpuErrorStreamCaptureInvalidated) NPU_CHECK(err);
   }
   PinnedUseEvent(PinnedUseEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
   PinnedUseEvent& operator=(PinnedUseEvent&& o) noexcept {
@@ -82,7 +85,11 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
 
   c10::Stream get_current_stream() const override { return getCurrentNPUStream(); }
 
-  bool stream_is_capturing(c10::Stream) const override { return false; }
+  bool stream_is_capturing(c10::Stream stream) const override {
+    snpuStreamCaptureStatus status;
+    NPU_CHECK(snpuStreamIsCapturing(NPUStream(stream).handle(), &status));
+    return status != snpuStreamCaptureStatusNone;
+  }
 
   // PYTORCH_NPU_ALLOC_CONF's pinned_use_background_threads (c10 reads only its own variables).
   bool pinned_use_background_threads() override { return allocator_config().pinned_use_background_threads; }
