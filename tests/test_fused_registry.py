@@ -61,3 +61,12 @@ def test_public_ops_are_exported_by_torch_npu():
         assert name in softnpu.fused.__all__, name
         assert callable(getattr(torch_npu, name)), name
     assert not any(n.startswith("_") for n in softnpu.fused.__all__)
+
+
+def test_torch_npus_public_names_are_documented():
+    # torch_npu.__all__ (erase_stream and the fused ops), each with a docstring as torch_npu's test_ops_doc requires;
+    # an op's gives its overloads' signatures.
+    assert torch_npu.__all__[0] == "erase_stream" and set(softnpu.fused.__all__) <= set(torch_npu.__all__)
+    assert [n for n in torch_npu.__all__ if not getattr(torch_npu, n).__doc__] == []
+    assert "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)" in \
+        torch_npu.npu_rms_norm.__doc__

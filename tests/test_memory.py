@@ -192,10 +192,26 @@ def test_out_of_memory_on_a_tensor_larger_than_the_device():
     assert result.lines == ["OOM True", "3.0"]
 
 
+def test_an_impossible_size_is_refused_as_torch_npu_does():
+    kept = torch.zeros(1024, device="npu")
+    with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate more than 1EB memory"):
+        torch.empty(1024 * 1024 * 1024 * 8000000000, dtype=torch.int8, device="npu")
+    kept.fill_(1)  # the device keeps working
+    assert bool((kept == 1).all())
+
+
 def test_memory_summary_and_snapshot():
     x = _big()
     summary = torch.npu.memory_summary()
-    assert isinstance(summary, str) and "Allocated memory" in summary
+    # torch_npu's table: torch.cuda.memory_summary's layout, 75 columns between bars, NPU's names.
+    lines = summary.splitlines()
+    assert all(len(line) == 77 and line[0] == line[-1] == "|" for line in lines), summary
+    assert "PyTorch NPU memory summary, device ID 0" in lines[1] and "npuMalloc retries:" in lines[3]
+    allocated = next(line for line in lines if line.startswith("| Allocated memory"))
+    value, unit = allocated.split("|")[2].split()
+    scale = 1024 ** ["B", "KB", "MB", "GB"].index(unit)
+    assert int(value) * scale <= torch.npu.memory_allocated() < (int(value) + 1) * scale, allocated
+    assert len(torch.npu.memory_summary(abbreviated=True).splitlines()) < len(lines)
     segments = torch.npu.memory_snapshot()
     assert any(seg["total_size"] >= SIZE and seg["allocated_size"] >= SIZE for seg in segments)
     del x

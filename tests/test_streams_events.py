@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+import torch_npu
 from conftest import run_python
 
 SLEEP = 0.5
@@ -80,6 +81,15 @@ def test_elapsed_and_recorded_time_wait_for_the_events_as_torch_npus():
     assert abs((t1 - t0) / 1000 - ms) < 0.01, (t0, t1, ms)
     with pytest.raises(RuntimeError, match="must be recorded"):
         torch.npu.Event(enable_timing=True).recorded_time()
+
+
+def test_stream_and_event_repr_are_torch_npus():
+    s = torch.npu.current_stream()
+    assert repr(s).startswith("<torch_npu.npu.Stream device=npu:0 npu_stream=0x"), repr(s)
+    e = torch.npu.Event()
+    assert repr(e) == "<torch_npu.npu.Event uninitialized>"
+    s.record_event(e)
+    assert repr(e).startswith("<torch_npu.npu.Event 0x"), repr(e)
 
 
 def test_elapsed_time_needs_timing_events():
@@ -343,3 +353,23 @@ def test_record_stream_keeps_memory_from_reuse_until_the_other_stream_is_done():
     torch.npu.synchronize()
     assert torch.equal(result.cpu(), torch.full((1 << 16,), 7.0))
     assert other.cpu().sum().item() == 0
+
+
+def test_erase_stream_undoes_record_stream():
+    # torch_npu.erase_stream: after an event wait orders the side stream's work, the block returns to its own stream's
+    # pool at once when freed, as if record_stream had not been called.
+    side = torch.npu.Stream()
+    src = torch.full((1 << 16,), 7.0, device="npu")
+    side.wait_stream(torch.npu.current_stream())
+    with torch.npu.stream(side):
+        result = src.clone()
+    src.record_stream(side)
+    torch.npu.current_stream().wait_stream(side)  # the order erase_stream relies on
+    torch_npu.erase_stream(src, side)
+    ptr = src.data_ptr()
+    del src
+    reused = torch.zeros(1 << 16, device="npu")
+    assert reused.data_ptr() == ptr
+    assert torch.equal(result.cpu(), torch.full((1 << 16,), 7.0)) and reused.cpu().sum().item() == 0
+    with pytest.raises(TypeError, match="stream should be torch_npu.npu.Stream"):
+        torch_npu.erase_stream(reused, "side")

@@ -194,6 +194,10 @@ class DeviceAllocatorState {
   }
 
   Block* malloc(size_t orig_size, snpuStream_t stream) {
+    // As CUDA's and torch_npu's: refused before rounding (which would overflow) and without touching the cache.
+    constexpr size_t kOneExaByte = size_t{1} << 60;
+    TORCH_CHECK_WITH(OutOfMemoryError, orig_size < kOneExaByte,
+                     "NPU out of memory. Tried to allocate more than 1EB memory.");
     auto context = maybe_gather(RecordContext::STATE);
     std::unique_lock<std::mutex> lock(mutex_);
     process_events();
@@ -243,6 +247,14 @@ class DeviceAllocatorState {
     if (stream == block->stream) return;
     if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) == block->stream_uses.end())
       block->stream_uses.push_back(stream);
+  }
+
+  // torch_npu's erase_stream: the block no longer waits for `stream` when freed. The caller orders that stream's
+  // remaining work with the block's reuse itself (an event wait), so the block returns to its stream's pool at once.
+  void erase_stream(Block* block, snpuStream_t stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& uses = block->stream_uses;
+    uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
   }
 
   void empty_cache() {
@@ -1142,6 +1154,12 @@ void NPUCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stre
   if (!ptr.get() || ptr.get_deleter() != &free_block) return;
   Block* block = static_cast<Block*>(ptr.get_context());
   state(block->device).record_stream(block, NPUStream(stream).handle());
+}
+
+void NPUCachingAllocator::eraseStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  if (!ptr.get() || ptr.get_deleter() != &free_block) return;
+  Block* block = static_cast<Block*>(ptr.get_context());
+  state(block->device).erase_stream(block, NPUStream(stream).handle());
 }
 
 DeviceStats NPUCachingAllocator::getDeviceStats(c10::DeviceIndex device) { return state(device).stats(); }

@@ -41,6 +41,8 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   bool initialized() override;
   void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  // torch_npu's eraseStream: undoes recordStream(ptr, stream), so freeing the block no longer waits for that stream.
+  void eraseStream(const c10::DataPtr& ptr, c10::Stream stream);
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
   void resetAccumulatedStats(c10::DeviceIndex device) override;
   void resetPeakStats(c10::DeviceIndex device) override;

@@ -32,6 +32,38 @@ _OPS = _registered_ops()
 globals().update({name: getattr(torch.ops.npu, name) for name in _OPS})
 
 
+def _signature(schema) -> str:
+    """An overload's schema as its call reads: defaults as Python writes them (1e-06, not 9.9999999999999995e-07)."""
+    args, keyword_only = [], False
+    for arg in schema.arguments:
+        if arg.kwarg_only and not keyword_only:
+            args.append("*")
+            keyword_only = True
+        args.append(f"{arg.type} {arg.name}" + (f"={arg.default_value!r}" if arg.has_default_value() else ""))
+    returns = [str(r.type) for r in schema.returns]
+    result = returns[0] if len(returns) == 1 else f"({', '.join(returns)})"
+    overload = f".{schema.overload_name}" if schema.overload_name else ""
+    return f"{schema.name.partition('::')[2]}{overload}({', '.join(args)}) -> {result}"
+
+
+def _document(name: str) -> None:
+    # torch_npu documents each exported op (its __all__'s names all have a __doc__); a packet has none of its own.
+    packet = getattr(torch.ops.npu, name)
+    if packet.__doc__:
+        return
+    overloads = "\n".join(f"    {_signature(getattr(packet, o)._schema)}" for o in packet.overloads())
+    packet.__doc__ = (
+        f"torch_npu.{name}: the dispatcher op torch.ops.npu.{name}, with torch_npu's schema. On npu tensors it runs "
+        "on the current stream like any op; its Meta kernel lets torch.compile and FakeTensor trace it.\n\n"
+        f"Overloads:\n{overloads}\n"
+    )
+
+
+for _name in _OPS:
+    _document(_name)
+del _name
+
+
 class Format(IntEnum):
     """torch_npu's tensor formats (aclFormat's values). Every one is metadata over ND data here: a tensor in
     FRACTAL_NZ keeps its shape and values, and get_storage_size reports torch_npu's padded size for it

@@ -6,6 +6,11 @@ import softnpu
 from softnpu import __version__, distributed, npu, optim, profiler, utils  # noqa: F401
 from softnpu.fused import *  # noqa: F401,F403  (npu_fusion_attention, npu_rms_norm, ...)
 from softnpu.utils import npu_change_data_ptr  # noqa: F401  (torch_npu.npu_change_data_ptr)
+from softnpu.npu.memory import _erase_stream as erase_stream
+
+# torch_npu's public names: erase_stream and the fused ops (torch_npu also lists HiFloat8Tensor and matmul_checksum,
+# which softnpu does not have). Each has a docstring, as torch_npu's.
+__all__ = ["erase_stream", *softnpu.fused.__all__]
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.

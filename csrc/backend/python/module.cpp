@@ -432,6 +432,11 @@ PYBIND11_MODULE(_C, m) {
         return us;
       },
       py::call_guard<py::gil_scoped_release>());
+  // torch_npu.erase_stream: the tensor's block no longer waits for the stream when freed (undoes record_stream).
+  m.def("_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int device) {
+    NPUCachingAllocator::get()->eraseStream(tensor.storage().data_ptr(),
+                                            stream_for(static_cast<c10::DeviceIndex>(device), stream_id).unwrap());
+  });
 
   m.def("_default_generator", [](int device) {
     return py::reinterpret_steal<py::object>(

@@ -16,11 +16,23 @@ import torch
 
 from .. import _C
 from .device import _device_index, _lazy_init, is_initialized
+from .streams import Stream
 
 
 def _index(device: Any) -> int:
     _lazy_init()
     return _device_index(device, optional=True)
+
+
+def _erase_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """torch_npu.erase_stream: undoes tensor.record_stream(stream), so that freeing the tensor returns its memory to
+    its own stream's pool at once instead of after `stream`'s work up to then. The caller must have ordered that work
+    before the memory's next use (stream.wait_event / an event wait), or the next tensor there may be overwritten."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"tensor should be torch.Tensor, could not be {type(tensor)}")
+    if not isinstance(stream, Stream):
+        raise TypeError(f"stream should be torch_npu.npu.Stream, could not be {type(stream)}")
+    _C._erase_stream(tensor, stream.stream_id, stream.device_index)
 
 
 def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
@@ -310,31 +322,64 @@ def use_mem_pool(pool: MemPool, device: Any = None):
         _C._mempool_end(index, pool.id)
 
 
+def _summary_size(n: int, scale_of: int) -> str:
+    # The unit is chosen by the row's first value, so a row's columns read in one unit.
+    unit = "B "
+    for bigger in ("KB", "MB", "GB", "TB", "PB"):
+        if scale_of < 768 * 1024:
+            break
+        unit, n, scale_of = bigger, n // 1024, scale_of / 1024
+    return f"{n:7d} {unit}"
+
+
+def _summary_count(n: int, scale_of: int) -> str:
+    unit = " "
+    for bigger in ("K", "M"):
+        if scale_of < 750 * 1000:
+            break
+        unit, n, scale_of = bigger, n // 1000, scale_of / 1000
+    return f"{n:7d} {unit} "
+
+
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    """A table of the main allocator statistics."""
-    stats = memory_stats(device)
-
-    def fmt(n: int) -> str:
-        for unit in ("B", "KiB", "MiB", "GiB"):
-            if abs(n) < 1024 or unit == "GiB":
-                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-            n /= 1024
-        return str(n)
-
-    rows = [
-        ("Allocated memory", "allocated_bytes", fmt),
-        ("Active memory", "active_bytes", fmt),
-        ("Requested memory", "requested_bytes", fmt),
-        ("Reserved memory", "reserved_bytes", fmt),
-        ("Non-releasable memory", "inactive_split_bytes", fmt),
-        ("Allocations", "allocation", str),
-        ("Active allocs", "active", str),
-        ("Reserved segments", "segment", str),
-    ]
+    """The allocator's statistics as torch_npu's table (torch.cuda.memory_summary's layout, NPU's names): each
+    metric's current, peak, total allocated and total freed, per pool unless abbreviated."""
     index = _index(device)
-    lines = [f"NPU memory summary, device {index}", f"{'Metric':<24}{'Current':>14}{'Peak':>14}{'Alloc':>14}{'Freed':>14}"]
-    for title, key, f in rows:
-        vals = [stats.get(f"{key}.all.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
-        lines.append(f"{title:<24}" + "".join(f"{f(v):>14}" for v in vals))
-    lines.append(f"OOMs: {stats.get('num_ooms', 0)}, allocation retries: {stats.get('num_alloc_retries', 0)}")
-    return "\n".join(lines)
+    stats = memory_stats(index)
+    rule, bar = "-" * 75, "=" * 75
+    lines = [
+        bar,
+        f" {'':16} PyTorch NPU memory summary, device ID {index:<18d} ",
+        rule,
+        f"  {'':9} NPU OOMs: {stats.get('num_ooms', 0):<13d} | {'':6} npuMalloc retries: "
+        f"{stats.get('num_alloc_retries', 0):<9d}  ",
+        bar,
+        "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
+    ]
+
+    def row(title: str, prefix: str, fmt, scale: list[int]) -> str:
+        values = [stats.get(prefix + k, 0) for k in ("current", "peak", "allocated", "freed")]
+        return f" {title:<21} | " + " | ".join(fmt(v, p) for v, p in zip(values, scale)) + " "
+
+    pooled = [
+        ("allocated_bytes", "Allocated memory", _summary_size),
+        ("active_bytes", "Active memory", _summary_size),
+        ("reserved_bytes", "NPU reserved memory", _summary_size),
+        ("inactive_split_bytes", "Non-releasable memory", _summary_size),
+        ("allocation", "Allocations", _summary_count),
+        ("active", "Active allocs", _summary_count),
+        ("segment", "NPU reserved segments", _summary_count),
+        ("inactive_split", "Non-releasable allocs", _summary_count),
+    ]
+    for key, title, fmt in pooled:
+        lines.append(rule)
+        scale = [stats.get(f"{key}.all.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
+        pools = [("all", title)] + ([] if abbreviated else [("large_pool", "      from large pool"),
+                                                             ("small_pool", "      from small pool")])
+        lines += [row(name, f"{key}.{pool}.", fmt, scale) for pool, name in pools]
+    for key, title in (("oversize_allocations", "Oversize allocations"), ("oversize_segments", "Oversize NPU segments")):
+        lines.append(rule)
+        lines.append(row(title, f"{key}.", _summary_count,
+                         [stats.get(f"{key}.{k}", 0) for k in ("current", "peak", "allocated", "freed")]))
+    lines.append(bar)
+    return "|" + "|\n|".join(lines) + "|\n"

@@ -34,6 +34,7 @@ from .device import (  # noqa: F401
     synchronize,
 )
 from .interop import current_blas_handle, ipc_collect  # noqa: F401
+from .memory import _erase_stream  # noqa: F401  (torch_npu.erase_stream)
 from .streams import StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401
 
