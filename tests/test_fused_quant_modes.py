@@ -1,18 +1,21 @@
 """The quantization modes of torch_npu's quantized ops beyond the basic ones (csrc/fused/quantization/README.md):
 npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k) and T-CG (y_scale: float8 activations, float4
-weights dequantized per group of k); npu_fused_infer_attention_score's key_/value_antiquant_mode 2 to 5.
+weights dequantized per group of k); npu_dynamic_mx_quant's scale_alg 1 and 2; npu_fused_infer_attention_score's
+key_/value_antiquant_mode 2 to 5.
 
 Each is checked against a reference written here from the documented computation (integer products exact, the
 roundings the chip makes named), on npu and on the CPU path of the same op, with the call form of the library that
 uses it, and one bad argument raising torch_npu's message at the call (on npu and on meta).
 """
 
+import math
+
 import numpy as np
 import pytest
 import torch
 import torch_npu
 
-from test_fused_quant import both, fp19
+from test_fused_quant import FORMATS, both, decode_fp4, fp19, nearest_even
 
 
 # ------------------------------------------------------------------------------------------------ A8W4
@@ -140,6 +143,74 @@ def test_quant_matmul_t_cg_bad_y_scale_raises():
         with pytest.raises(RuntimeError, match="npu_quant_matmul: y_scale's type supported for int64"):
             torch_npu.npu_quant_matmul(x1, x2, torch.ones(2, 8, dtype=torch.bfloat16, device=device),
                                        y_scale=torch.ones(1, 8, device=device), output_dtype=torch.bfloat16)
+
+
+# ------------------------------------------------------------------------------------------------ mx scale_alg
+
+
+def block_exponent(amax, alg, type_max, emax, dst_type_max=0.0, max_low_bound=0.0):
+    """aclnnDynamicMxQuantV3's scale (biased float8_e8m0 exponent) of one block, from its max|V|, in Python floats."""
+    if alg == 2 and dst_type_max in (0.0, 6.0, 7.0):  # the OCP exponent, raised past 1.5 (1.75) * 2^e
+        mant, exp = math.frexp(amax)  # amax = 2 mant * 2^(exp - 1), 2 mant in [1, 2)
+        raised = 2 * mant - 1 > (0.75 if dst_type_max == 7.0 else 0.5)
+        return min(max(exp - 1 + raised - emax, -127), 127) + 127
+    s = torch.tensor(max(amax, max_low_bound) if alg == 1 else amax, dtype=torch.float32)
+    s = (s / (type_max if alg == 1 else dst_type_max)).item()
+    if s == 0:
+        return 0
+    mant, exp = math.frexp(s)
+    if exp - 1 >= -126:  # normal: 2^(exp - 1), raised unless s is that power of two
+        biased = exp - 1 + 127
+        return biased + (mant != 0.5 and biased < 254)
+    return 1 if s / 2.0 ** -126 > 0.5 else 0  # subnormal
+
+
+@pytest.mark.parametrize("dst", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_dynamic_mx_quant_scale_alg_1(dst):
+    # cuBLAS's scale: S = max(amax, max_low_bound) / type max, rounded up to a power of two, y = V / S rounded.
+    torch.manual_seed(44)
+    x = (torch.randn(4, 128) * torch.logspace(-4, 4, 128)).to(torch.bfloat16)
+    x[1, 32:64] = 0  # an all-zero block
+    x[2, :32] = 2.0 ** -60  # a block below max_low_bound
+    type_max, emax = {torch.float8_e4m3fn: (448.0, 8), torch.float8_e5m2: (57344.0, 15)}[dst]
+    for bound in (0.0, 1e-12):
+        (y, scale), (y_cpu, scale_cpu) = both(torch_npu.npu_dynamic_mx_quant, x, dst_type=dst, scale_alg=1,
+                                              max_low_bound=bound)
+        amax = x.float().reshape(4, 4, 32).abs().amax(-1)
+        want = torch.tensor([[block_exponent(a, 1, type_max, emax, max_low_bound=bound) for a in row]
+                             for row in amax.tolist()], dtype=torch.uint8)
+        assert torch.equal(scale.flatten(-2), want) and torch.equal(scale, scale_cpu)
+        div = (2.0 ** (want.double() - 127)).repeat_interleave(32, -1)
+        assert torch.equal(y.view(torch.uint8), (x.double() / div).to(dst).view(torch.uint8))
+        assert torch.equal(y.view(torch.uint8), y_cpu.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dst_type_max", [0.0, 7.0, 10.0])
+def test_dynamic_mx_quant_scale_alg_2(dst_type_max):
+    # float4_e2m1: the OCP exponent raised when the block's largest value would saturate (dst_type_max 0 / 6 / 7),
+    # or the cuBLAS rule against dst_type_max.
+    torch.manual_seed(45)
+    x = (torch.randn(3, 256) * torch.logspace(-3, 3, 256)).to(torch.bfloat16)
+    x[0, :32] = torch.tensor([1.5, 1.625, 1.75, 1.875] * 8)  # amax 1.875: mantissa 0.875, raised by both rules
+    x[0, 32:64] = torch.tensor([1.5, 1.25, 1.625, 1.0] * 8)  # amax 1.625: raised for 6, not for 7
+    (y, scale), (y_cpu, scale_cpu) = both(torch_npu.npu_dynamic_mx_quant, x, dst_type=296, scale_alg=2,
+                                          dst_type_max=dst_type_max)
+    amax = x.float().reshape(3, 8, 32).abs().amax(-1)
+    want = torch.tensor([[block_exponent(a, 2, 6.0, 2, dst_type_max=dst_type_max) for a in row]
+                         for row in amax.tolist()], dtype=torch.uint8)
+    assert torch.equal(scale.flatten(-2), want) and torch.equal(scale, scale_cpu)
+    div = (2.0 ** (want.double() - 127)).repeat_interleave(32, -1)
+    assert torch.equal(decode_fp4(y, 296), nearest_even(FORMATS[296][0], x.double() / div))
+    assert torch.equal(y, y_cpu)
+
+
+def test_dynamic_mx_quant_scale_alg_errors():
+    for device in ("npu", "meta"):
+        x = torch.zeros(2, 64, dtype=torch.half, device=device)
+        with pytest.raises(RuntimeError, match="npu_dynamic_mx_quant: scale_alg 1 is supported with float8"):
+            torch_npu.npu_dynamic_mx_quant(x, dst_type=296, scale_alg=1)
+        with pytest.raises(RuntimeError, match="npu_dynamic_mx_quant: max_low_bound must be non-negative"):
+            torch_npu.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn, max_low_bound=1.0)
 
 
 # ------------------------------------------------------------------------------------------------ attention antiquant

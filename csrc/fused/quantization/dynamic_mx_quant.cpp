@@ -9,6 +9,14 @@
 // first in the low nibble; torch.float8_e4m3fn (or 292) and torch.float8_e5m2 (or 291). mxscale is uint8 of x's
 // shape with the axis holding ceil(ceil(size / block_size) / 2) pairs and a trailing dim of 2 (consecutive blocks'
 // scales side by side, a missing last one 0).
+// scale_alg picks how the block's exponent is found, as CANN's aclnnDynamicMxQuantV3 documents (and its kernel's bit
+// operations make exact):
+//   0: the OCP scale above;
+//   1 (float8 only, cuBLAS's): S = max(max|V|, max_low_bound) / type max in float32, its exponent raised by one when
+//      S has a nonzero mantissa (a normal S below 2^127) or a mantissa above one half (a subnormal S);
+//   2 (float4_e2m1, block_size 32): with dst_type_max 0 / 6 (7), the OCP exponent raised by one when max|V|'s
+//      mantissa exceeds 0.5 (0.75), so the block's largest value does not saturate; with dst_type_max in (6, 12]
+//      other than 7, scale_alg 1's rule (normal S only) with S = max|V| / dst_type_max.
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
@@ -52,7 +60,7 @@ Format format_of(int64_t dst_type) {
 
 struct Plan {
   Format f;
-  int64_t axis;
+  int64_t axis, alg;
 };
 
 Plan check(const at::Tensor& x, int64_t axis, c10::string_view round_mode, int64_t dst_type, int64_t block_size,
@@ -68,11 +76,16 @@ Plan check(const at::Tensor& x, int64_t axis, c10::string_view round_mode, int64
   TORCH_CHECK(round_mode == "rint" || round_mode == "round" || round_mode == "floor", kOp,
               ": round_mode must be rint, round or floor, got '", round_mode, "'");
   const int64_t alg = scale_alg.value_or(0);
-  TORCH_CHECK(alg == 0, kOp, ": scale_alg ", alg,
-              " is not supported here; scale_alg 0 (the OCP MX scale) is");
-  TORCH_CHECK(dst_type_max == 0. && max_low_bound == 0., kOp,
-              ": dst_type_max and max_low_bound (used by the other scale_alg values) must be 0 here");
-  Plan p{format_of(dst_type), c10::maybe_wrap_dim(axis, x.dim())};
+  Plan p{format_of(dst_type), c10::maybe_wrap_dim(axis, x.dim()), alg};
+  TORCH_CHECK(alg >= 0 && alg <= 2, kOp, ": scale_alg must be 0, 1 or 2, got ", alg);
+  TORCH_CHECK(alg != 1 || !p.f.fp4, kOp, ": scale_alg 1 is supported with float8 dst_type only");
+  TORCH_CHECK(alg != 2 || dst_type == 296, kOp, ": scale_alg 2 is supported with dst_type float4_e2m1 (296) only");
+  TORCH_CHECK(alg != 2 || block_size == 32, kOp, ": scale_alg 2 needs block_size 32, got ", block_size);
+  TORCH_CHECK(max_low_bound >= 0. && (alg == 1 || max_low_bound == 0.), kOp,
+              ": max_low_bound must be non-negative and is used by scale_alg 1 only (0.0 otherwise), got ",
+              max_low_bound);
+  TORCH_CHECK(dst_type_max == 0. || (alg == 2 && dst_type_max >= 6. && dst_type_max <= 12.), kOp,
+              ": dst_type_max must be 0.0, or in [6.0, 12.0] with scale_alg 2, got ", dst_type_max);
   if (p.f.fp4)
     TORCH_CHECK(x.size(-1) % 2 == 0, kOp,
                 ": If output dtype is float4_e2m1 or float4_e1m2, the last dim of input must be divisible by 2, got "
@@ -116,6 +129,36 @@ at::Tensor to_grid(const at::Tensor& v, const Format& f, c10::string_view round_
   return (units * step).clamp_max(f.max) * at::where(v.lt(0), -1., 1.).to(v.scalar_type());
 }
 
+// float32 bits of s: (biased exponent, 23-bit mantissa).
+std::pair<at::Tensor, at::Tensor> fields(const at::Tensor& s) {
+  const at::Tensor bits = s.contiguous().view(at::kInt);
+  return {bits.bitwise_right_shift(23).bitwise_and(0xFF), bits.bitwise_and(0x7FFFFF)};
+}
+
+// The float8_e8m0 scale of each block (its biased exponent, float32) from the blocks' max|V| (amax), by scale_alg.
+at::Tensor block_exponent(const at::Tensor& amax, const Plan& p, double dst_type_max, double max_low_bound) {
+  const auto fl = [](const at::Tensor& t) { return t.to(at::kFloat); };
+  at::Tensor biased;
+  if (p.alg == 1 || (p.alg == 2 && dst_type_max != 0. && dst_type_max != 6. && dst_type_max != 7.)) {
+    const double type_max = p.alg == 1 ? p.f.max : dst_type_max;
+    const at::Tensor s = (p.alg == 1 ? amax.clamp_min(max_low_bound) : amax) / static_cast<float>(type_max);
+    const auto [e, m] = fields(s);
+    at::Tensor up = e.gt(0).logical_and(e.lt(254)).logical_and(m.gt(0));
+    if (p.alg == 1) up = up.logical_or(e.eq(0).logical_and(m.gt(0x400000)));
+    biased = fl(e) + fl(up);
+  } else {
+    at::Tensor shared = at::floor(at::log2(amax));
+    if (p.alg == 2) {  // raised when the largest value would round past the type's largest (6: 1.5 * 2^emax)
+      const int64_t threshold = dst_type_max == 7. ? 0x600000 : 0x400000;
+      shared = shared + fl(fields(amax).second.gt(threshold));
+    }
+    // float8_e8m0 holds exponents -127..127 (255 is NaN); an all-zero block gets the smallest scale.
+    shared = (shared - p.f.emax).clamp(-127, 127).nan_to_num(-127., 127., -127.);
+    biased = shared + 127.;
+  }
+  return biased;
+}
+
 // float4 values on the grid -> their 4-bit codes (sign in bit 3), two per byte, the first in the low nibble.
 at::Tensor pack_fp4(const at::Tensor& q, const Format& f) {
   const at::Tensor mag = q.abs();
@@ -141,10 +184,10 @@ std::tuple<at::Tensor, at::Tensor> mx_quant_cpu(const at::Tensor& x, int64_t axi
   const int64_t padded_blocks = blocks + blocks % 2;
   v = at::constant_pad_nd(v, {0, padded_blocks * block_size - size}).unflatten(-1, {padded_blocks, block_size});
   const at::Tensor amax = v.abs().amax(-1, /*keepdim=*/true);
-  // float8_e8m0 holds exponents -127..127 (255 is NaN); an all-zero block gets the smallest scale.
-  at::Tensor shared = (at::floor(at::log2(amax)) - p.f.emax).clamp(-127, 127).nan_to_num(-127., 127., -127.);
-  const at::Tensor biased = at::where(amax.isnan(), 255., shared + 127.);
-  const at::Tensor q = to_grid(v / at::exp2(shared), p.f, round_mode);
+  const at::Tensor exponent = block_exponent(amax, p, dst_type_max, max_low_bound);
+  // A block holding a NaN stores the NaN scale 255 and is divided by the smallest one.
+  const at::Tensor biased = at::where(amax.isnan(), 255., exponent);
+  const at::Tensor q = to_grid(v / at::exp2(at::where(amax.isnan(), 0., exponent) - 127.), p.f, round_mode);
   at::Tensor y = q.flatten(-2).narrow(-1, 0, size).movedim(-1, p.axis).contiguous();
   y = p.f.fp4 ? pack_fp4(y, p.f) : y.to(p.f.out);
   // The scales of blocks 2i and 2i + 1 side by side; a block past the data (odd count) has scale 0.
