@@ -91,6 +91,15 @@ CASES = {
         lambda d: torch_npu.npu_scaled_masked_softmax_backward(z(2, 2, 4, 4, device=d), z(2, 2, 4, 5, device=d),
                                                                z(2, 2, 4, 4, dtype=torch.bool, device=d), 0.5,
                                                                False), "npu_scaled_masked_softmax_backward"),
+    "npu_silu": Case(lambda x: torch_npu.npu_silu(x), lambda: [r(4, 8)],
+                     lambda d: torch_npu.npu_silu(z(4, dtype=torch.int32, device=d)), "npu_silu"),
+    "npu_silu_": Case(lambda x: torch_npu.npu_silu_(x.clone()) * 2, lambda: [r(4, 8)],
+                      lambda d: torch_npu.npu_silu_(z(4, dtype=torch.int32, device=d)), "npu_silu_"),
+    "_npu_silu_": Case(lambda x: _silu_in_place(x.clone()), lambda: [r(4, 8)],
+                       lambda d: torch.ops.npu._npu_silu_(z(4, dtype=torch.int32, device=d)), "npu_silu_"),
+    "npu_silu_backward": Case(lambda g, x, y: torch_npu.npu_silu_backward(g, x, y), lambda: [r(4, 8), r(4, 8), r(4, 8)],
+                              lambda d: torch_npu.npu_silu_backward(z(4, device=d), z(4, device=d), z(5, device=d)),
+                              "npu_silu_backward"),
     # ------------------------------------------------------------------------------------------------ attention
     "npu_fusion_attention": Case(
         lambda q, k, v: torch_npu.npu_fusion_attention(q, k, v, 2, "BSH", scale=0.3)[:3], qkv,
@@ -224,6 +233,9 @@ CASES = {
         lambda d: torch_npu.npu_moe_token_permute_with_routing_map_grad(
             z(6, 8, device=d), None, z(5, dtype=torch.long, device=d), z(3, 3, dtype=torch.bool, device=d), 3, 3,
             False), "npu_moe_token_permute_with_routing_map_grad"),
+    # ------------------------------------------------------------------------------------------------ indexing
+    "npu_slice": Case(lambda x: torch_npu.npu_slice(x, [1, 2], [2, 3]), lambda: [r(4, 8)],
+                      lambda d: torch_npu.npu_slice(z(4, 8, device=d), [3, 0], [2, 8]), "npu_slice"),
     # ------------------------------------------------------------------------------------------------ normalization
     "npu_rms_norm": Case(lambda x, g: torch_npu.npu_rms_norm(x, g), lambda: [r(4, 16), r(16)],
                          lambda d: torch_npu.npu_rms_norm(z(4, 16, device=d), z(8, device=d)), "npu_rms_norm"),
@@ -249,6 +261,34 @@ CASES = {
         lambda d: torch.ops.npu._npu_apply_adam_w_(z(10, device=d), z(9, device=d), z(10, device=d), 0.9, 0.999,
                                                    1e-3, 0.01, 0.9, 0.999, 1e-8, z(10, device=d), None, False,
                                                    False), "npu_apply_adam_w"),
+    "npu_bert_apply_adam": Case(
+        lambda var, m, v, g: torch_npu.npu_bert_apply_adam(1e-3, 0.9, 0.99, 1e-6, g, 1.0, 2.0, 0.01,
+                                                           out=(var.clone(), m.clone(), v.clone())),
+        lambda: [r(64), r(64).abs(), r(64).abs(), r(64)],
+        lambda d: torch_npu.npu_bert_apply_adam(1e-3, 0.9, 0.99, 1e-6, z(8, device=d), 1.0, 2.0, 0.01,
+                                                out=(z(8, device=d), z(8, device=d), z(7, device=d))),
+        "npu_bert_apply_adam"),
+    "_npu_bert_apply_adam_": Case(
+        lambda var, m, v, g: _bert_adam_in_place(var.clone(), m.clone(), v.clone(), g),
+        lambda: [r(64), r(64).abs(), r(64).abs(), r(64)],
+        lambda d: torch.ops.npu._npu_bert_apply_adam_(z(8, device=d), z(8, device=d), z(8, device=d), 1e-3, 0.9,
+                                                      0.99, 1e-6, z(8, device=d), 1.0, 2.0, 0.01, None, 2),
+        "adam_mode"),
+    # ------------------------------------------------------------------------------------------------ reductions
+    "npu_max": Case(lambda x: torch_npu.npu_max(x, dim=1), lambda: [r(4, 8)],
+                    lambda d: torch_npu.npu_max(z(4, 0, device=d), dim=1), "npu_max"),
+    "npu_min": Case(lambda x: torch_npu.npu_min(x, 0, keepdim=True), lambda: [r(4, 8)],
+                    lambda d: torch_npu.npu_min(z(4, 0, device=d), dim=1), "npu_min"),
+    "npu_max_backward": Case(
+        lambda g, x: torch_npu.npu_max_backward(g, 1, torch_npu.npu_max(x, dim=1)[1], [4, 8], False),
+        lambda: [r(4), r(4, 8)],
+        lambda d: torch_npu.npu_max_backward(z(4, device=d), 1, z(5, dtype=torch.int32, device=d), [4, 8], False),
+        "npu_max_backward"),
+    "npu_min_backward": Case(
+        lambda g, x: torch_npu.npu_min_backward(g, 0, torch_npu.npu_min(x, 0, True)[1], [4, 8], True),
+        lambda: [r(1, 8), r(4, 8)],
+        lambda d: torch_npu.npu_min_backward(z(1, 8, device=d), 0, z(1, 7, dtype=torch.int32, device=d), [4, 8],
+                                             True), "npu_min_backward"),
     # ------------------------------------------------------------------------------------------------ quantization
     "npu_dynamic_quant": Case(lambda x: torch_npu.npu_dynamic_quant(x), lambda: [r(4, 16, dtype=torch.bfloat16)],
                               lambda d: torch_npu.npu_dynamic_quant(z(4, 16, device=d)), "npu_dynamic_quant"),
@@ -326,6 +366,9 @@ CASES = {
     "empty_with_format": Case(lambda x: x + torch_npu.empty_with_format((4, 16), device=x.device).zero_(),
                               lambda: [r(4, 16)],
                               lambda d: torch_npu.empty_with_format((4, 16), device=d, acl_format=1234), "format"),
+    "empty_with_swapped_memory": Case(
+        lambda x: x + torch_npu.empty_with_swapped_memory((4, 16), device=x.device).zero_(), lambda: [r(4, 16)],
+        lambda d: torch_npu.empty_with_swapped_memory((-1, 16), device=d), "negative dimension"),
     "get_npu_format": Case(lambda x: x * torch_npu.get_npu_format(x), lambda: [r(4, 16)], None, None),
     "get_storage_size": Case(lambda x: x * torch_npu.get_storage_size(x), lambda: [r(4, 16)], None, None),
 }
@@ -333,6 +376,16 @@ CASES = {
 
 def _adam_in_place(var, m, v, g):
     torch.ops.npu._npu_apply_adam_w_(var, m, v, 0.9, 0.999, 1e-3, 0.01, 0.9, 0.999, 1e-8, g, None, False, False)
+    return var, m, v
+
+
+def _silu_in_place(x):
+    torch.ops.npu._npu_silu_(x)
+    return x
+
+
+def _bert_adam_in_place(var, m, v, g):
+    torch.ops.npu._npu_bert_apply_adam_(var, m, v, 1e-3, 0.9, 0.99, 1e-6, g, 1.0, 2.0, 0.01, 5e-4, 1)
     return var, m, v
 
 

@@ -1,7 +1,9 @@
 // npu_silu(x) -> x * sigmoid(x), npu_silu_(x) in place, npu_silu_backward(grad, x0, x1): torch_npu's Swish ops, which
 // its derivatives give npu_silu's gradient with (x0 the input, x1 the result: dx = grad * (s + x1 (1 - s)),
 // s = sigmoid(x0)). npu_silu_ has no gradient, as on torch_npu. The kernels are ATen's vectorized silu and its
-// backward (which recomputes s from x0; x1 is what the NPU kernel reads instead).
+// backward (which recomputes s from x0; x1 is what the NPU kernel reads instead). npu_silu_ is a composite over
+// _npu_silu_, which returns nothing: a custom op returning its mutated argument cannot be functionalized by
+// torch.compile, one that only mutates it can.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -12,6 +14,7 @@
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_silu(Tensor self) -> Tensor");
   m.def("npu_silu_(Tensor(a!) self) -> Tensor(a!)");
+  m.def("_npu_silu_(Tensor(a!) self) -> ()");
   m.def("npu_silu_backward(Tensor grad_output, Tensor x0, Tensor x1) -> Tensor");
 }
 
@@ -29,19 +32,22 @@ at::Tensor silu_meta(const at::Tensor& x) {
   return at::empty(x.sizes(), x.options());
 }
 
-at::Tensor& silu_inplace_meta(at::Tensor& x) {
-  check(x, "npu_silu_");
-  return x;
-}
+void silu_inplace_meta(at::Tensor& x) { check(x, "npu_silu_"); }
 
 at::Tensor silu_cpu(const at::Tensor& x) {
   check(x, "npu_silu");
   return at::silu(x);
 }
 
-at::Tensor& silu_inplace_cpu(at::Tensor& x) {
+void silu_inplace_cpu(at::Tensor& x) {
   check(x, "npu_silu_");
-  return at::silu_(x);
+  at::silu_(x);
+}
+
+at::Tensor& silu_inplace(at::Tensor& x) {
+  static const auto op = npu_op<void(at::Tensor&)>("npu::_npu_silu_");
+  op.call(x);
+  return x;
 }
 
 at::Tensor silu_backward_meta(const at::Tensor& grad, const at::Tensor& x0, const at::Tensor& x1) {
@@ -85,16 +91,18 @@ at::Tensor silu_autograd(const at::Tensor& x) { return SiluFunction::apply(x)[0]
 
 TORCH_LIBRARY_IMPL(npu, Meta, m) {
   m.impl("npu_silu", silu_meta);
-  m.impl("npu_silu_", silu_inplace_meta);
+  m.impl("_npu_silu_", silu_inplace_meta);
   m.impl("npu_silu_backward", silu_backward_meta);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_silu", silu_cpu);
-  m.impl("npu_silu_", silu_inplace_cpu);
+  m.impl("_npu_silu_", silu_inplace_cpu);
   m.impl("npu_silu_backward", silu_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_silu", silu_autograd); }
+
+TORCH_LIBRARY_IMPL(npu, CompositeImplicitAutograd, m) { m.impl("npu_silu_", silu_inplace); }
 
 }  // namespace softnpu::fused

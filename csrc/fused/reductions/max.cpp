@@ -61,6 +61,7 @@ at::Tensor backward_meta(const at::Tensor& grad, int64_t dim, const at::Tensor& 
 template <bool kMax>
 at::Tensor backward_cpu(const at::Tensor& grad, int64_t dim, const at::Tensor& indices, c10::SymIntArrayRef sizes,
                         bool keepdim) {
+  backward_meta<kMax>(grad, dim, indices, sizes, keepdim);
   at::Tensor dx = at::zeros_symint(sizes, grad.options());
   const int64_t d = at::maybe_wrap_dim(dim, dx.dim());
   const at::Tensor g = keepdim ? grad : grad.unsqueeze(d);
