@@ -1,4 +1,6 @@
 // The extern "C" functions of runtime.h: argument checks, then the work in the file of its concept.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -319,6 +321,40 @@ snpuError_t snpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned
     }
     *device_ptr = host_ptr;  // one address space: the device addresses the host's pages where the host does
     return snpuSuccess;
+  });
+}
+
+snpuError_t snpuHostRegister(void* ptr, size_t size, unsigned int flags) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuHostRegister", "ptr");
+    if (size == 0) return fail(snpuErrorInvalidValue, "snpuHostRegister: size is 0");
+    if (flags != snpuHostRegisterDefault && flags != snpuHostRegisterMapped)
+      return fail(snpuErrorInvalidValue, "snpuHostRegister: flags " + std::to_string(flags) +
+                                             " is neither snpuHostRegisterDefault nor snpuHostRegisterMapped");
+    const bool mapped = flags == snpuHostRegisterMapped;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    if (mapped && (reinterpret_cast<uintptr_t>(ptr) % page != 0 || size % page != 0))
+      return fail(snpuErrorInvalidValue, "snpuHostRegister: mapped host memory must start and end on a page boundary (" +
+                                             std::to_string(page) + " bytes)");
+    return rt->memory.register_host(ptr, size, mapped ? rt->current_device() : nullptr);
+  });
+}
+
+snpuError_t snpuHostUnregister(void* ptr) {
+  return guarded([&] {
+    Runtime* rt;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (!ptr) return null_argument("snpuHostUnregister", "ptr");
+    Allocation a;
+    if (rt->memory.find(ptr, &a) && a.base == ptr && a.registered && a.mapped_for) {
+      // Mapped memory is device memory to queued device code: as snpuFreeHost of it, after the device's work.
+      if (in_kernel()) return not_in_kernel("snpuHostUnregister of mapped host memory");
+      if (snpuError_t e = check_unsafe_in_capture(a.mapped_for, "snpuHostUnregister")) return e;
+      a.mapped_for->synchronize(false);
+    }
+    return rt->memory.unregister_host(ptr);
   });
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -65,7 +66,7 @@ void Memory::release_all() {
       if (stats::DeviceCounters* c = a.device->counters_if_used())
         stats::add_memory(c, -static_cast<int64_t>(a.mapped));
     }
-    unmap(a);
+    if (!a.registered) unmap(a);
     delete a.pages;
   }
   allocations_.clear();
@@ -265,6 +266,42 @@ snpuError_t Memory::allocate_host(size_t size, void** out, Device* mapped_for) {
   return snpuSuccess;
 }
 
+snpuError_t Memory::register_host(void* ptr, size_t size, Device* mapped_for) {
+  const char* begin = static_cast<const char*>(ptr);
+  std::unique_lock lock(mutex_);
+  // Any allocation or registration overlapping [begin, begin + size): the last one starting before its end.
+  auto it = allocations_.lower_bound(begin + size);
+  if (it != allocations_.begin()) {
+    const Allocation& before = std::prev(it)->second;
+    if (before.base + before.size > begin) {
+      char text[200];
+      std::snprintf(text, sizeof(text), "snpuHostRegister: [%p, +%zu) overlaps %s at %p (%zu bytes)", ptr, size,
+                    before.registered ? "a registered range"
+                    : before.type == snpuMemoryTypeDevice ? "device memory" : "pinned host memory",
+                    static_cast<void*>(before.base), before.size);
+      return fail(snpuErrorInvalidValue, text);
+    }
+  }
+  Allocation a{static_cast<char*>(ptr), size, size, snpuMemoryTypeHost, nullptr};
+  a.mapped_for = mapped_for;
+  a.registered = true;
+  allocations_[a.base] = a;
+  return snpuSuccess;
+}
+
+snpuError_t Memory::unregister_host(void* ptr) {
+  std::unique_lock lock(mutex_);
+  auto it = allocations_.find(static_cast<const char*>(ptr));
+  if (it == allocations_.end() || !it->second.registered) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "snpuHostUnregister: %p is not the start of a range snpuHostRegister registered",
+                  ptr);
+    return fail(snpuErrorInvalidValue, text);
+  }
+  allocations_.erase(it);
+  return snpuSuccess;
+}
+
 snpuError_t Memory::free(void* ptr, snpuMemoryType type) {
   Allocation a;
   {
@@ -298,6 +335,12 @@ snpuError_t Memory::free(void* ptr, snpuMemoryType type) {
       char text[160];
       std::snprintf(text, sizeof(text), "%p was opened by snpuIpcOpenMemHandle: unmap it with snpuIpcCloseMemHandle",
                     ptr);
+      return fail(snpuErrorInvalidPointer, text);
+    }
+    if (it->second.registered) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "%p is the program's memory registered by snpuHostRegister: unregister it "
+                    "with snpuHostUnregister", ptr);
       return fail(snpuErrorInvalidPointer, text);
     }
     a = it->second;

@@ -40,6 +40,7 @@ struct Allocation {
   uint64_t serial = 0;   // names the memfd ("softnpu-<serial>"), so an importer can tell a reused fd number
   bool imported = false; // another process's allocation, opened by snpuIpcOpenMemHandle: not accounted here
   Device* mapped_for = nullptr;  // pinned host memory the device addresses too (snpuHostAllocMapped); not accounted
+  bool registered = false;  // the program's own host memory, made pinned by snpuHostRegister: never unmapped here
 };
 
 class Memory {
@@ -51,6 +52,10 @@ class Memory {
   snpuError_t allocate_device(Device* device, size_t size, void** out);
   // Pinned host memory; mapped_for: the device that addresses it too (snpuHostAllocMapped), or null.
   snpuError_t allocate_host(size_t size, void** out, Device* mapped_for = nullptr);
+  // The program's host memory [ptr, ptr + size) registered as pinned (snpuHostRegister; mapped_for as above), and
+  // unregistered again (ptr is where the registration starts).
+  snpuError_t register_host(void* ptr, size_t size, Device* mapped_for);
+  snpuError_t unregister_host(void* ptr);
   // Frees the allocation starting at ptr, which must be of the given type.
   snpuError_t free(void* ptr, snpuMemoryType type);
 

@@ -260,6 +260,20 @@ SNPU_API snpuError_t snpuHostAlloc(void** ptr, size_t size, unsigned int flags);
  * for memory that is not mapped host memory. */
 SNPU_API snpuError_t snpuHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned int flags);
 
+/* Registering the program's own host memory, as CUDA's cudaHostRegister / cudaHostUnregister (ACL's
+ * aclrtHostRegisterV2 / aclrtHostUnregister, behind torch_npu's npurt().npuHostRegister): [ptr, ptr + size) becomes
+ * pinned host memory (snpuMemoryTypeHost, asynchronous copies, as snpuMallocHost's) without being allocated or freed
+ * by the runtime; with snpuHostRegisterMapped also mapped host memory of the current device (see snpuHostAlloc),
+ * which needs ptr and size multiples of the page size, as the device addresses whole pages.
+ * SYNC. snpuErrorInvalidValue for a null ptr, size 0, unknown flags, a misaligned mapped range, or a range overlapping
+ * memory the runtime knows (allocated or registered already). */
+#define snpuHostRegisterDefault 0
+#define snpuHostRegisterMapped 2
+SNPU_API snpuError_t snpuHostRegister(void* ptr, size_t size, unsigned int flags);
+/* SYNC. Ends the registration starting at ptr (snpuErrorInvalidValue if none does). As snpuFreeHost, it does not wait
+ * for copies from or to the range; for mapped memory it first waits for all work on its device. */
+SNPU_API snpuError_t snpuHostUnregister(void* ptr);
+
 /* Virtual memory, as CUDA's cuMemAddressReserve / cuMemMap / cuMemUnmap: an address range of a device is reserved
  * with no memory behind it, then memory is mapped into it and unmapped from it in pages of the granularity, so an
  * allocation grows and shrinks in place. Mapped pages are accounted against the device's capacity (and in
