@@ -21,6 +21,14 @@ from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _C
+from . import super_kernel
+# torch_npu's graph tensor dump specs, under torch_npu.npu.graphs' names.
+from .graph_tensor_dump import (  # noqa: F401
+    _NPUGRAPH_TENSOR_BUFFER_SPEC_MARKER,
+    _NPUGRAPH_TENSOR_PTR_SPEC_MARKER,
+    _make_npugraph_tensor_ptr_spec,
+    _materialize_npugraph_tensor_arg,
+)
 from .device import synchronize
 from .host_memory import host_empty_cache
 from .memory import empty_cache
@@ -62,6 +70,7 @@ class NPUGraph:
         self._stream: Optional[tuple[int, int]] = None
         self.auto_dispatch_capture = False  # set by graph(..., auto_dispatch_capture=True)
         self.graph_dispatch_mode = _GraphDispatchMode()
+        self._captured = False  # a capture ended successfully and reset() has not dropped it
 
     def capture_begin(self, pool: Optional[tuple[int, int]] = None, capture_error_mode: str = "global") -> None:
         """Begins capturing the current stream (not a default stream). Prefer `with torch.npu.graph(g)`."""
@@ -83,6 +92,7 @@ class NPUGraph:
         """Ends the capture; raises RuntimeError if an illegal call invalidated it."""
         _capturing.pop(self._stream, None)
         self._segments[-1].capture_end()
+        self._captured = True
 
     def _next_segment(self) -> int:
         """Ends the segment being captured and begins the next one on the same stream and pool; its index."""
@@ -102,6 +112,7 @@ class NPUGraph:
         for segment in self._segments:
             segment.reset()
         self._segments = [self._graph]
+        self._captured = False
 
     def pool(self) -> tuple[int, int]:
         """The memory pool's token, to share it with another capture."""
@@ -115,6 +126,15 @@ class NPUGraph:
             raise RuntimeError("The current graph configuration does not support update, Try to capture by setting "
                                "auto_dispatch_capture=True during capture")
         self.graph_dispatch_mode.update_capture_record(cpu_update_input)
+
+    def super_kernel_optimize(self, optimize_options: Optional[dict] = None,
+                              debug_options: Optional[dict] = None) -> None:
+        """torch_npu's super-kernel fusion of a captured graph: the options are checked as torch_npu checks them;
+        the replay is already one submission of the kernels, so it runs as captured (super_kernel.py)."""
+        super_kernel.validate_options("optimize_options", optimize_options)
+        super_kernel.validate_options("debug_options", debug_options)
+        if not self._captured:
+            raise RuntimeError("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
 
     def _node_count(self) -> int:
         """Kernels, copies and memsets captured (softnpu's, for tests and benchmarks)."""

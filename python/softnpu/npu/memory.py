@@ -15,6 +15,7 @@ from typing import Any, Optional
 import torch
 
 from .. import _C
+from ..error_code import ErrCode, pta_error
 from .device import _device_index, _lazy_init, is_initialized
 from .streams import Stream
 
@@ -142,9 +143,9 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
     beyond it raise torch.OutOfMemoryError (after the cache is released and the allocation retried)."""
     index = _index(device)
     if not isinstance(fraction, float):
-        raise TypeError("Invalid type for fraction argument, must be `float`")
+        raise TypeError("Invalid type for fraction argument, must be `float`" + pta_error(ErrCode.TYPE))
     if fraction < 0 or fraction > 1:
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1" + pta_error(ErrCode.VALUE))
     _C._set_memory_fraction(fraction, index)
 
 
