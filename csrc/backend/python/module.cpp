@@ -20,6 +20,7 @@
 #include "backend/guard.h"
 #include "backend/interrupt.h"
 #include "backend/python/format.h"
+#include "backend/python/host_func.h"
 #include "backend/python/ipc.h"
 #include "backend/python/ipc_event.h"
 #include "backend/python/mstx.h"
@@ -332,6 +333,7 @@ PYBIND11_MODULE(_C, m) {
   register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
   register_npurt_bindings(m);  // _npurt: torch.npu.npurt()
   register_mstx_bindings(m);  // _mstx: torch.npu.mstx
+  register_host_func_bindings(m);  // _launch_host_func, _subscribe_report, _unsubscribe_report
   register_format_bindings(m);  // format.cpp reads torch.npu.config.allow_internal_format through it
   m.def("_cpp_meta_ops", [] { return cpp_meta_ops(); });  // the overloads inferred without Python (tests)
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
