@@ -736,6 +736,26 @@ snpuError_t snpuStreamEndCapture(snpuStream_t stream, snpuGraph_t* graph) {
   });
 }
 
+snpuError_t snpuStreamBeginCaptureToIfNode(snpuStream_t stream, const void* pred) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamBeginCaptureToIfNode", &s)) return e;
+    return begin_if_node(s, pred);
+  });
+}
+
+snpuError_t snpuStreamEndCaptureToConditionalNode(snpuStream_t stream) {
+  return guarded([&] {
+    Runtime* rt;
+    Stream* s;
+    if (snpuError_t e = acquire_runtime(&rt)) return e;
+    if (snpuError_t e = rt->stream(stream, "snpuStreamEndCaptureToConditionalNode", &s)) return e;
+    return end_conditional_node(s);
+  });
+}
+
 snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptureStatus* status) {
   if (!status) return guarded([&] { return null_argument("snpuStreamIsCapturing", "status"); });
   return snpuStreamGetCaptureInfo(stream, status, nullptr);

@@ -28,10 +28,23 @@ snpuError_t refuse_locked(StreamCapture* c, const std::string& call) {
                   " of device " + std::to_string(c->stream->device->index) + "); the capture is invalidated");
 }
 
-// The graph task: the recorded work in order, on the compute thread that took it.
+// The graph task: the recorded work in order, on the compute thread that took it; a branch whose predicate is false
+// is skipped with every branch it holds.
 int run_graph(void* arg) {
   const Graph& g = *static_cast<const Graph*>(arg);
-  for (const Task& t : g.tasks) {
+  size_t next_branch = 0;
+  for (size_t i = 0; i < g.tasks.size();) {
+    bool skipped = false;
+    while (next_branch < g.branches.size() && g.branches[next_branch].begin == i) {
+      const Graph::Branch& b = g.branches[next_branch++];
+      if (*b.pred != 0) continue;
+      while (next_branch < g.branches.size() && g.branches[next_branch].begin < b.end) ++next_branch;
+      i = b.end;
+      skipped = true;
+      break;
+    }
+    if (skipped) continue;
+    const Task& t = g.tasks[i++];
     switch (t.kind) {
       case TaskKind::kKernel:
         if (int code = run_recorded_kernel(t)) return code;
@@ -99,6 +112,44 @@ snpuError_t check_unsafe_in_capture(const Device* d, const char* call) {
   if (!first) return snpuSuccess;
   std::lock_guard<std::mutex> capture_lock(first->mutex);
   return refuse_locked(first, call);
+}
+
+namespace {
+
+// The capture the stream began (not one it joined), with its mutex held; or an error.
+snpuError_t own_capture(Stream* s, const char* call, StreamCapture** out) {
+  StreamCapture* c = s->capture.load(std::memory_order_acquire);
+  if (!c) return fail(snpuErrorInvalidValue, std::string(call) + ": " + stream_name(s) + " is not capturing");
+  if (c->stream != s)
+    return fail(snpuErrorInvalidValue, std::string(call) + ": " + stream_name(s) + " joined the capture of " +
+                                           stream_name(c->stream) + ", where conditional nodes are made");
+  *out = c;
+  return snpuSuccess;
+}
+
+}  // namespace
+
+snpuError_t begin_if_node(Stream* s, const void* pred) {
+  StreamCapture* c;
+  if (snpuError_t e = own_capture(s, "snpuStreamBeginCaptureToIfNode", &c)) return e;
+  if (!pred) return fail(snpuErrorInvalidValue, "snpuStreamBeginCaptureToIfNode: pred is NULL");
+  std::lock_guard<std::mutex> lock(c->mutex);
+  const size_t at = c->graph->tasks.size();
+  c->open_branches.push_back(c->graph->branches.size());
+  c->graph->branches.push_back({at, at, static_cast<const uint8_t*>(pred)});
+  return snpuSuccess;
+}
+
+snpuError_t end_conditional_node(Stream* s) {
+  StreamCapture* c;
+  if (snpuError_t e = own_capture(s, "snpuStreamEndCaptureToConditionalNode", &c)) return e;
+  std::lock_guard<std::mutex> lock(c->mutex);
+  if (c->open_branches.empty())
+    return fail(snpuErrorInvalidValue, "snpuStreamEndCaptureToConditionalNode: no conditional node is open on " +
+                                           stream_name(s));
+  c->graph->branches[c->open_branches.back()].end = c->graph->tasks.size();
+  c->open_branches.pop_back();
+  return snpuSuccess;
 }
 
 snpuError_t record_in_capture(StreamCapture* c, Event* ev) {
@@ -181,12 +232,19 @@ snpuError_t end_capture(Stream* s, Graph** graph) {
   // a check of another device's unsafe call may hold its mutex now.
   Graph* g;
   bool invalidated;
+  bool branch_open;
   {
     std::lock_guard<std::mutex> lock(c->mutex);
     g = c->graph;
     invalidated = c->invalidated;
+    branch_open = !c->open_branches.empty();
   }
   delete c;
+  if (branch_open && !invalidated) {
+    g->release();
+    return fail(snpuErrorInvalidValue, "snpuStreamEndCapture: a conditional node of the capture of " +
+                                           stream_name(s) + " is still open (snpuStreamEndCaptureToConditionalNode)");
+  }
   if (invalidated) {
     g->release();
     return fail(snpuErrorStreamCaptureInvalidated, "snpuStreamEndCapture: the capture of " + stream_name(s) +

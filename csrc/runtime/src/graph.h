@@ -17,6 +17,14 @@ class Graph {
  public:
   // Recorded kernel, copy and memset tasks, in launch order. A kernel's arg is owned by the graph.
   std::vector<Task> tasks;
+  // Conditional (IF) nodes: tasks [begin, end) run only if the byte at pred is non-zero when a launch reaches
+  // begin. In capture order: by begin, an enclosing branch before those it holds.
+  struct Branch {
+    size_t begin;
+    size_t end;
+    const uint8_t* pred;  // device memory
+  };
+  std::vector<Branch> branches;
 
   void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
   // The last release runs the recorded kernels' cleanups.
@@ -42,6 +50,7 @@ class StreamCapture {
   Graph* graph = new Graph;      // guarded by mutex
   bool invalidated = false;      // guarded by mutex
   std::vector<Stream*> joined;   // guarded by mutex; each holds a reference until the capture ends
+  std::vector<size_t> open_branches;  // guarded by mutex; indices into graph->branches, innermost last
 };
 
 // launch()'s path for a capturing stream: records the task, or refuses it (invalidating the capture).
@@ -61,6 +70,10 @@ snpuError_t record_in_capture(StreamCapture* c, Event* ev);
 // joins the event's capture; within the same capture the wait is already kept by launch order; anything else is
 // refused.
 snpuError_t wait_in_capture(Stream* s, uint64_t event_capture_id);
+
+// snpuStreamBeginCaptureToIfNode / snpuStreamEndCaptureToConditionalNode.
+snpuError_t begin_if_node(Stream* s, const void* pred);
+snpuError_t end_conditional_node(Stream* s);
 
 snpuError_t begin_capture(Stream* s, snpuStreamCaptureMode mode);
 snpuError_t end_capture(Stream* s, Graph** graph);

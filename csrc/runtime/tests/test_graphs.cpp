@@ -249,6 +249,41 @@ TEST_F(Capturing, ForkJoinRecordsTheSideStreamIntoTheGraph) {
   EXPECT_SNPU(snpuStreamDestroy(side));
 }
 
+TEST_F(Capturing, IfNodesRunTheirWorkOnlyWhenThePredicateHolds) {
+  uint8_t* pred;  // [outer, inner]
+  ASSERT_SNPU(snpuMalloc(reinterpret_cast<void**>(&pred), 2));
+  std::vector<int> order;
+  ASSERT_SNPU(snpuStreamBeginCapture(s, snpuStreamCaptureModeGlobal));
+  ASSERT_SNPU(launch(s, "before", [&] { order.push_back(1); return 0; }));
+  ASSERT_SNPU(snpuStreamBeginCaptureToIfNode(s, pred));
+  ASSERT_SNPU(snpuStreamBeginCaptureToIfNode(s, pred + 1));
+  ASSERT_SNPU(launch(s, "inner", [&] { order.push_back(3); return 0; }));
+  ASSERT_SNPU(snpuStreamEndCaptureToConditionalNode(s));
+  ASSERT_SNPU(launch(s, "outer", [&] { order.push_back(2); return 0; }));
+  ASSERT_SNPU(snpuStreamEndCaptureToConditionalNode(s));
+  EXPECT_EQ(snpuStreamEndCaptureToConditionalNode(s), snpuErrorInvalidValue);  // none open
+  ASSERT_SNPU(launch(s, "after", [&] { order.push_back(4); return 0; }));
+  snpuGraph_t g;
+  ASSERT_SNPU(snpuStreamEndCapture(s, &g));
+  const std::vector<std::pair<uint8_t, uint8_t>> cases = {{1, 1}, {1, 0}, {0, 1}, {0, 0}};
+  const std::vector<std::vector<int>> expected = {{1, 3, 2, 4}, {1, 2, 4}, {1, 4}, {1, 4}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const uint8_t host[2] = {cases[i].first, cases[i].second};
+    ASSERT_SNPU(snpuMemcpyAsync(pred, host, 2, snpuMemcpyHostToDevice, s));
+    order.clear();
+    ASSERT_SNPU(snpuGraphLaunch(g, s));
+    ASSERT_SNPU(snpuStreamSynchronize(s));
+    EXPECT_EQ(order, expected[i]) << i;
+  }
+  EXPECT_SNPU(snpuGraphDestroy(g));
+  // A capture cannot end inside a conditional node.
+  ASSERT_SNPU(snpuStreamBeginCapture(s, snpuStreamCaptureModeGlobal));
+  ASSERT_SNPU(snpuStreamBeginCaptureToIfNode(s, pred));
+  EXPECT_EQ(snpuStreamEndCapture(s, &g), snpuErrorInvalidValue);
+  EXPECT_EQ(g, nullptr);
+  EXPECT_SNPU(snpuFree(pred));
+}
+
 TEST_F(Capturing, BadCalls) {
   snpuStream_t def;
   ASSERT_SNPU(snpuGetDefaultStream(0, &def));

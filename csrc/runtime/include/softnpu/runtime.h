@@ -496,6 +496,13 @@ SNPU_API snpuError_t snpuStreamIsCapturing(snpuStream_t stream, snpuStreamCaptur
 /* SYNC. As snpuStreamIsCapturing (status may be NULL), and the capture's id (0 when the stream does not capture):
  * unique in the process, the same for every stream that joined the capture (cudaStreamGetCaptureInfo's id). */
 SNPU_API snpuError_t snpuStreamGetCaptureInfo(snpuStream_t stream, snpuStreamCaptureStatus* status, uint64_t* id);
+/* SYNC. A conditional (IF) node, as CUDA's: the work the capture records from now until
+ * snpuStreamEndCaptureToConditionalNode runs, at each launch of the graph, only if the byte at pred (device memory,
+ * e.g. a bool tensor written by earlier work of the graph) is non-zero when the launch reaches it. Nodes nest; only
+ * the stream that began the capture makes them, and end-capture fails (snpuErrorInvalidValue) while one is open. */
+SNPU_API snpuError_t snpuStreamBeginCaptureToIfNode(snpuStream_t stream, const void* pred);
+/* SYNC. Closes the innermost open conditional node of the stream's capture. */
+SNPU_API snpuError_t snpuStreamEndCaptureToConditionalNode(snpuStream_t stream);
 /* SYNC. Number of recorded kernels, copies and memsets. */
 SNPU_API snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count);
 /* ASYNC. Enqueues the graph's recorded work on the stream as one task (named "NPUGraph"). A node that fails ends the
