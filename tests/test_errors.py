@@ -140,6 +140,12 @@ def test_errors_carry_torch_npu_error_codes():
         torch.npu.set_device(9)
     with pytest.raises(RuntimeError, match=r"(?s)unknown acl_format 7 .*\n" + ERROR_LINE + "01001 OPS"):
         torch_npu.npu_format_cast(torch.ones(2, device="npu"), 7)
+    # An ATen kernel's argument check at the call: its message and Python type, with torch_npu's OPS code.
+    one = torch.tensor(1, device="npu")
+    with pytest.raises(RuntimeError, match=r"(?s)div expected rounding_mode .*'test'\n" + ERROR_LINE + "01001 OPS"):
+        torch.div(one, one, rounding_mode="test")
+    with pytest.raises(IndexError, match=r"(?s)Dimension out of range.*\n" + ERROR_LINE + "01001 OPS invalid param"):
+        torch.zeros(3, device="npu").sum(dim=1)
 
 
 def test_messages_say_a_npu_device_as_torch_npu_does():

@@ -21,6 +21,7 @@
 #include "backend/allocator.h"
 #include "backend/cost/cost_model.h"
 #include "backend/env.h"
+#include "backend/error_code.h"
 #include "backend/generator.h"
 #include "backend/graph.h"
 #include "backend/interrupt.h"
@@ -420,6 +421,37 @@ c10::IValue to_device(const OpInfo& info, const c10::IValue& v, const NPUStream&
   });
 }
 
+// A kernel's check of its arguments failed at the call: raised again with torch_npu's suffix for an op's invalid
+// parameter (ERR01001 OPS, as op-plugin's checks of the same arguments), keeping the message that names the op and
+// the Python type (IndexError, ValueError, ...). Other failures (out of memory, device faults) go on unchanged.
+template <typename E>
+[[noreturn]] void throw_with_ops_code(const E& e) {
+  throw E(c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+          std::string(e.what_without_backtrace()) + error_code(SubModule::OPS, ErrCode::PARAM));
+}
+
+[[noreturn]] void rethrow_kernel_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::OutOfMemoryError&) {
+    throw;
+  } catch (const c10::IndexError& e) {
+    throw_with_ops_code(e);
+  } catch (const c10::ValueError& e) {
+    throw_with_ops_code(e);
+  } catch (const c10::TypeError& e) {
+    throw_with_ops_code(e);
+  } catch (const c10::NotImplementedError& e) {
+    throw_with_ops_code(e);
+  } catch (const c10::LinAlgError& e) {
+    throw_with_ops_code(e);
+  } catch (const c10::Error& e) {
+    // Subclasses not listed above (distributed, finiteness checks) keep their own type.
+    if (typeid(e) != typeid(c10::Error)) throw;
+    throw_with_ops_code(e);
+  }
+}
+
 void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10::IValue> args,
                        torch::jit::Stack* stack, std::exception_ptr meta_error) {
   if (fallback_cpu_disabled()) {
@@ -451,7 +483,7 @@ void run_synchronizing(OpInfo& info, const NPUStream& stream, c10::ArrayRef<c10:
   k->sync = result;
   launch(info, stream, k, args, {});
   stream.synchronize();
-  if (result->error) std::rethrow_exception(result->error);
+  if (result->error) rethrow_kernel_error(result->error);
 
   for (int i : info.written_args) {
     std::vector<at::Tensor> written;
