@@ -139,8 +139,30 @@ std::shared_ptr<const MetaResult> MetaCache::find(const MetaKey& key) {
 
 void MetaCache::insert(MetaKey key, std::shared_ptr<const MetaResult> result) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (map_.size() >= kMaxEntries) map_.clear();
+  if (capacity_ == 0) return;
+  if (map_.size() >= capacity_) map_.clear();
   map_.emplace(std::move(key), std::move(result));
+}
+
+size_t MetaCache::size() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return map_.size();
+}
+
+size_t MetaCache::capacity() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capacity_;
+}
+
+void MetaCache::set_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = capacity;
+  if (map_.size() > capacity_) map_.clear();
+}
+
+void MetaCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  map_.clear();
 }
 
 }  // namespace softnpu

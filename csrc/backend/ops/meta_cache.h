@@ -36,16 +36,24 @@ bool build_meta_key(c10::ArrayRef<c10::IValue> args, MetaKey* key);
 
 class MetaCache {
  public:
+  // Bounds memory for ops called with ever-changing shapes; dropping entries only costs a Meta run.
+  static constexpr size_t kDefaultCapacity = 512;
+
   std::shared_ptr<const MetaResult> find(const MetaKey& key);
   void insert(MetaKey key, std::shared_ptr<const MetaResult> result);
+
+  // For caches users size (torch.npu.backends.fft_plan_cache): entries, the bound (0 keeps nothing), emptying.
+  size_t size();
+  size_t capacity();
+  void set_capacity(size_t capacity);
+  void clear();
 
  private:
   struct KeyHash {
     size_t operator()(const MetaKey& k) const { return k.hash; }
   };
-  // Bounds memory for ops called with ever-changing shapes; dropping entries only costs a Meta run.
-  static constexpr size_t kMaxEntries = 512;
   std::mutex mutex_;
+  size_t capacity_ = kDefaultCapacity;
   std::unordered_map<MetaKey, std::shared_ptr<const MetaResult>, KeyHash> map_;
 };
 

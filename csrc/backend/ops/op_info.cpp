@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "backend/ops/cube.h"
+#include "backend/ops/fft_plan_cache.h"
 #include "backend/ops/meta_cache.h"
 #include "backend/ops/widen.h"
 
@@ -123,8 +124,9 @@ std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>>& registr
 
 }  // namespace
 
-OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle), meta_cache_(std::make_unique<MetaCache>()) {
+OpInfo::OpInfo(const c10::OperatorHandle& handle) : op(handle) {
   const auto& schema = op.schema();
+  meta_cache_ = is_fft_op(schema.name()) ? fft_plan_cache() : std::make_shared<MetaCache>();
   name = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {

@@ -72,7 +72,7 @@ struct OpInfo {
   MetaCache& meta_cache() { return *meta_cache_; }
 
  private:
-  std::unique_ptr<MetaCache> meta_cache_;
+  std::shared_ptr<MetaCache> meta_cache_;  // the FFT ops share one (fft_plan_cache.h)
 };
 
 // The info of an op, created on first use (thread-safe; never freed).

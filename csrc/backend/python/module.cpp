@@ -31,6 +31,7 @@
 #include "backend/overflow.h"
 #include "backend/ops/cube.h"
 #include "backend/ops/executor.h"
+#include "backend/ops/fft_plan_cache.h"
 #include "backend/ops/op_info.h"
 #include "backend/ops/widen.h"
 #include "backend/env.h"
@@ -434,6 +435,11 @@ PYBIND11_MODULE(_C, m) {
         return us;
       },
       py::call_guard<py::gil_scoped_release>());
+  // torch.npu.backends.fft_plan_cache (torch_npu's _npu_*_fft_plan_cache_* calls).
+  m.def("_fft_plan_cache_size", &fft_plan_cache_size);
+  m.def("_fft_plan_cache_max_size", &fft_plan_cache_max_size);
+  m.def("_set_fft_plan_cache_max_size", &set_fft_plan_cache_max_size);
+  m.def("_clear_fft_plan_cache", &clear_fft_plan_cache);
   // torch_npu.erase_stream: the tensor's block no longer waits for the stream when freed (undoes record_stream).
   m.def("_erase_stream", [](const at::Tensor& tensor, int64_t stream_id, int device) {
     NPUCachingAllocator::get()->eraseStream(tensor.storage().data_ptr(),

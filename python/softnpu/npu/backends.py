@@ -1,5 +1,5 @@
 """torch.npu.backends: torch.npu.matmul / torch.npu.conv (torch_npu's precision switches), the autocast getters and
-setters, the attention and linear algebra switches and torch_npu's deterministic regions.
+setters, the attention and linear algebra switches, torch_npu's deterministic regions and its FFT plan cache.
 
 allow_hf32 is recorded and read back as on Ascend, where it lets the cube unit compute float32 matmuls and
 convolutions in HF32. softnpu's kernels are ATen's CPU kernels: they compute float32 in float32 whatever the switch
@@ -8,6 +8,8 @@ says, so it has no effect on numerics here."""
 import enum
 
 import torch
+
+from .. import _C
 
 
 class CubeMathType(enum.IntEnum):
@@ -109,3 +111,38 @@ def enable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
 
 def disable_deterministic_with_backward(tensor: torch.Tensor) -> torch.Tensor:
     return _DeterministicRegion.apply(tensor, False)
+
+
+class _FFTPlanCache:
+    """torch_npu's torch.npu.backends.fft_plan_cache (CUDA's cufft_plan_cache, one for the process as torch_npu's):
+    the plans the host prepares once per FFT geometry (csrc/backend/ops/fft_plan_cache.h says what a plan is here).
+    size is read-only; max_size bounds the plans (0 keeps none); clear() drops them."""
+
+    @property
+    def size(self) -> int:
+        return _C._fft_plan_cache_size()
+
+    @size.setter
+    def size(self, value) -> None:
+        raise RuntimeError(".size is a read-only property showing the number of plans currently in the cache.")
+
+    @property
+    def max_size(self) -> int:
+        return _C._fft_plan_cache_max_size()
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"fft_plan_cache.max_size must be an int, got {type(value).__name__}")
+        _C._set_fft_plan_cache_max_size(value)
+
+    def clear(self) -> None:
+        _C._clear_fft_plan_cache()
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in ("size", "max_size"):
+            raise AttributeError(f"Unknown attribute {name}")
+        super().__setattr__(name, value)
+
+
+fft_plan_cache = _FFTPlanCache()
