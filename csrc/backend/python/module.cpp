@@ -1,6 +1,7 @@
 // softnpu._C: the few entry points the Python device module (python/softnpu) needs beyond what torch already exposes
 // for an accelerator (torch.Stream, torch.Event, torch.accelerator and its memory functions, which reach the backend
 // through the guard, hooks and allocator). Every call that may wait releases the GIL.
+#include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/profiler/combined_traceback.h>
@@ -329,7 +330,12 @@ PYBIND11_MODULE(_C, m) {
   set_interrupt_poll(&poll_python_signals);
   m.doc() = "softnpu: the npu device's bindings (use torch.npu)";
 
-  m.def("_init", [] { init_runtime(); });
+  m.def("_init", [] {
+    init_runtime();
+    // As CUDA's initialization: ATen's context now counts the device as initialized, so Tensor.is_pinned() asks
+    // the hooks (memory registered by npurt().npuHostRegister is pinned before any pin_memory() call).
+    at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+  });
   register_ipc_bindings(m);     // _share_npu_, _new_shared_npu, _release_ipc_counter, _ipc_collect
   register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
   register_npurt_bindings(m);  // _npurt: torch.npu.npurt()
