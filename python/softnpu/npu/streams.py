@@ -78,7 +78,7 @@ class ExternalStream(Stream):
             raise RuntimeError("ExternalStream: priority and is_sync_launch are the external stream's own; "
                                "they must keep their defaults")
         _lazy_init()
-        index = _device_index(device, optional=True)  # the current device by default, as CUDA.s and torch_npu.s
+        index = _device_index(device, optional=True)  # the current device by default, as CUDA's and torch_npu's
         stream_id, device_index, device_type = _C._external_stream(stream_ptr, index)
         return super().__new__(cls, stream_id=stream_id, device_index=device_index, device_type=device_type)
 
