@@ -610,8 +610,8 @@ def test_quant_matmul_modes_that_raise():
         x2 = torch.zeros(32, 8, dtype=torch.int8, device=device)
         s = torch.ones(8, device=device)
         cases = [
-            (lambda: torch_npu.npu_quant_matmul(x1, x2, s, x1_dtype=torch_npu.hifloat8, x2_dtype=torch_npu.hifloat8,
-                                                output_dtype=torch.bfloat16), "hifloat8"),
+            (lambda: torch_npu.npu_quant_matmul(x1, x2, s, x1_dtype=torch_npu.hifloat8, output_dtype=torch.bfloat16),
+             "hifloat8"),
             (lambda: torch_npu.npu_quant_matmul(x1, torch.zeros(32, 1, dtype=torch.int32, device=device), s),
              "A8W4"),
             (lambda: torch_npu.npu_quant_matmul(x1, x2, s, y_scale=torch.ones(1, 8, dtype=torch.int64,

@@ -1,6 +1,6 @@
 """The quantization modes of torch_npu's quantized ops beyond the basic ones (csrc/fused/quantization/README.md):
 npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k) and T-CG (y_scale: float8 activations, float4
-weights dequantized per group of k); npu_dynamic_mx_quant's scale_alg 1 and 2; npu_fused_infer_attention_score's
+weights dequantized per group of k) and hifloat8 operands; npu_dynamic_mx_quant's scale_alg 1 and 2; npu_fused_infer_attention_score's
 key_/value_antiquant_mode 2 to 5.
 
 Each is checked against a reference written here from the documented computation (integer products exact, the
@@ -8,7 +8,10 @@ roundings the chip makes named), on npu and on the CPU path of the same op, with
 uses it, and one bad argument raising torch_npu's message at the call (on npu and on meta).
 """
 
+import importlib
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -143,6 +146,45 @@ def test_quant_matmul_t_cg_bad_y_scale_raises():
         with pytest.raises(RuntimeError, match="npu_quant_matmul: y_scale's type supported for int64"):
             torch_npu.npu_quant_matmul(x1, x2, torch.ones(2, 8, dtype=torch.bfloat16, device=device),
                                        y_scale=torch.ones(1, 8, device=device), output_dtype=torch.bfloat16)
+
+
+# ------------------------------------------------------------------------------------------------ hifloat8
+
+EN_DTYPES = "en-dtypes==0.0.4"  # numpy dtypes with hifloat8, the format's reference the CANN goldens use
+
+
+@pytest.fixture(scope="module")
+def hifloat8_values():
+    """The float64 value of each of the 256 HiFloat8 codes, read through en_dtypes (installed without deps)."""
+    try:
+        en_dtypes = importlib.import_module("en_dtypes")
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", EN_DTYPES], check=True)
+        importlib.invalidate_caches()
+        en_dtypes = importlib.import_module("en_dtypes")
+    codes = np.arange(256, dtype=np.uint8).view(en_dtypes.hifloat8)
+    return torch.from_numpy(codes.astype(np.float64))
+
+
+def test_quant_matmul_hifloat8_operands(hifloat8_values):
+    # x1_dtype = x2_dtype = torch_npu.hifloat8 on uint8 containers: every finite code decoded as the format defines
+    # it (a diagonal of 1.0 picks each one), then a product accumulated in float32, times the FP19 scale.
+    finite = torch.tensor([c for c in range(256) if math.isfinite(hifloat8_values[c])], dtype=torch.uint8)
+    eye = torch.where(torch.eye(len(finite), dtype=torch.bool), 0x08, 0).to(torch.uint8)  # 0x08 is 1.0
+    kwargs = dict(x1_dtype=torch_npu.hifloat8, x2_dtype=torch_npu.hifloat8, output_dtype=torch.float32)
+    got, got_cpu = both(torch_npu.npu_quant_matmul, eye, finite[:, None], torch.ones(1), **kwargs)
+    assert torch.equal(got[:, 0].double(), hifloat8_values[finite.long()]) and torch.equal(got, got_cpu)
+    torch.manual_seed(46)
+    x1 = finite[torch.randint(0, len(finite), (5, 64))]
+    x2 = finite[torch.randint(0, len(finite), (64, 7))]
+    scale = torch.rand(7) + 0.5
+    got, _ = both(torch_npu.npu_quant_matmul, x1, x2, scale, **kwargs)
+    want = hifloat8_values[x1.long()] @ hifloat8_values[x2.long()] * fp19(scale).double()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-3)
+    for device in ("npu", "meta"):
+        with pytest.raises(RuntimeError, match="npu_quant_matmul: x1_dtype and x2_dtype must both be"):
+            torch_npu.npu_quant_matmul(x1.to(device), x2.to(device).view(torch.int8), scale.to(device),
+                                       x1_dtype=torch_npu.hifloat8, output_dtype=torch.float32)
 
 
 # ------------------------------------------------------------------------------------------------ mx scale_alg

@@ -30,6 +30,7 @@
 #include <limits>
 
 #include "fused/common.h"
+#include "fused/quantization/hifloat8.h"
 #include "fused/quantization/int4.h"
 #include "fused/quantization/quant_param.h"
 
@@ -88,18 +89,21 @@ at::Tensor trans_quant_param_cpu(const at::Tensor& scale, const std::optional<at
 
 // ------------------------------------------------------------------------------------------------ operands
 
-// What an operand holds: int8, int4 (8 per int32), float8 (e4m3fn / e5m2) or float4 e2m1 (2 per byte).
-enum class Kind { Int8, Int4, Float8, Float4 };
+// What an operand holds: int8, int4 (8 per int32), float8 (e4m3fn / e5m2), float4 e2m1 (2 per byte) or HiFloat8.
+enum class Kind { Int8, Int4, Float8, Float4, HiFloat8 };
 
-bool is_float(Kind k) { return k == Kind::Float8 || k == Kind::Float4; }
+bool is_float(Kind k) { return k == Kind::Float8 || k == Kind::Float4 || k == Kind::HiFloat8; }
 
 // x's kind, from x1_dtype / x2_dtype when given (which reinterpret a 1-byte container), else from x's dtype.
 Kind kind_of(const at::Tensor& x, std::optional<int64_t> dtype_arg, const char* name) {
   const auto t = x.scalar_type();
   if (dtype_arg.has_value()) {
     const int64_t d = *dtype_arg;
-    TORCH_CHECK(d != kHiFloat8, kOp, ": ", name, "_dtype torch_npu.hifloat8 is not supported here: a host has no "
-                "hifloat8 arithmetic (its tapered exponent/mantissa split has no torch dtype to compute in)");
+    if (d == kHiFloat8) {
+      TORCH_CHECK(x.element_size() == 1, kOp, ": with ", name, "_dtype hifloat8, ", name,
+                  " must be a 1-byte container (uint8 / int8), got ", t);
+      return Kind::HiFloat8;
+    }
     TORCH_CHECK(d != kFloat4E1M2, kOp, ": ", name, "_dtype torch_npu.float4_e1m2fn_x2 is not supported by "
                 "npu_quant_matmul (torch_npu takes float4_e2m1fn_x2 only)");
     if (d == kFloat4E2M1) {
@@ -167,6 +171,7 @@ at::Tensor operand(const at::Tensor& x, Kind kind, bool is_x2) {
     case Kind::Int8: return x;
     case Kind::Int4: return unpack_along(x, rows, [](const at::Tensor& t) { return unpack_int4(t); });
     case Kind::Float8: return x.to(at::kFloat);
+    case Kind::HiFloat8: return decode_hifloat8(x);
     default: return unpack_along(x, rows, decode_fp4);
   }
 }
@@ -263,6 +268,8 @@ void check_per_channel(Plan& p, const at::Tensor& scale, const std::optional<at:
 void check_group(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>& offset,
                  const std::optional<at::Tensor>& pertoken, const std::optional<at::Tensor>& bias,
                  c10::OptionalIntArrayRef group_sizes) {
+  TORCH_CHECK(p.kind != Kind::HiFloat8, kOp, ": hifloat8 operands take a per-tensor / per-channel scale here, got "
+              "a per-group scale of shape ", scale.sizes());
   TORCH_CHECK(p.kind != Kind::Float4, kOp, ": float4 operands take float8_e8m0fnu (mx) scales, got a ",
               scale.scalar_type(), " scale of shape ", scale.sizes());
   TORCH_CHECK(scale.scalar_type() == at::kFloat, kOp, ": a per-group scale must be float32, got ",
@@ -304,7 +311,8 @@ void check_group(Plan& p, const at::Tensor& scale, const std::optional<at::Tenso
 void check_mx(Plan& p, const at::Tensor& scale, const std::optional<at::Tensor>& pertoken,
               std::optional<int64_t> pertoken_dtype, const std::optional<at::Tensor>& offset,
               const std::optional<at::Tensor>& bias, c10::OptionalIntArrayRef group_sizes) {
-  TORCH_CHECK(is_float(p.kind), kOp, ": float8_e8m0fnu (mx) scales go with float8 / float4 operands");
+  TORCH_CHECK(is_float(p.kind) && p.kind != Kind::HiFloat8, kOp,
+              ": float8_e8m0fnu (mx) scales go with float8 / float4 operands");
   TORCH_CHECK(p.out == at::kHalf || p.out == at::kBFloat16 || p.out == at::kFloat, kOp,
               ": mx quantization outputs torch.float16, torch.bfloat16 or torch.float32, got ", p.out);
   TORCH_CHECK(group_size(group_sizes, 0) <= 1 && group_size(group_sizes, 1) <= 1 &&
@@ -402,6 +410,8 @@ Plan check(const at::Tensor& x1, const at::Tensor& x2, const at::Tensor& scale, 
   Plan p{};
   const Kind k1 = kind_of(x1, x1_dtype, "x1"), k2 = kind_of(x2, x2_dtype, "x2");
   const bool a8w4 = k1 == Kind::Int8 && k2 == Kind::Int4;
+  TORCH_CHECK((k1 == Kind::HiFloat8) == (k2 == Kind::HiFloat8), kOp,
+              ": x1_dtype and x2_dtype must both be torch_npu.hifloat8 when either is");
   TORCH_CHECK(k1 == k2 || a8w4 || (is_float(k1) && is_float(k2)), kOp,
               ": x1 and x2 must both be int8, or both int32 (int4 packed 8 per int32), or float8 / float4, got ",
               x1.scalar_type(), " and ", x2.scalar_type());
