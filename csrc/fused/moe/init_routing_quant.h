@@ -88,13 +88,16 @@ inline at::Tensor round_scale_exponent(const at::Tensor& amax, float fp8_max) {
 }
 
 // rows [R, H] (x's dtype) -> (expanded_x rows, expanded_scale rows). smooth: mode 13's (1, H) scale, or undefined.
-inline std::pair<at::Tensor, at::Tensor> quantize_rows(const Mode& m, const at::Tensor& rows, const at::Tensor& smooth) {
+inline std::pair<at::Tensor, at::Tensor> quantize_rows(const Mode& m, const at::Tensor& rows,
+                                                       const at::Tensor& smooth) {
   const int64_t r = rows.size(0), h = rows.size(1);
   at::Tensor v = rows.to(at::kFloat);
   if (m.kind == Kind::kInt4) {
     if (smooth.defined()) v = v * smooth;
     const at::Tensor s = v.abs().amax(-1, /*keepdim=*/true) / 7.f;
-    const at::Tensor q = at::where(s.eq(0), 0.f, v / s).round().clamp(-8, 7).to(at::kChar).view(at::kByte).bitwise_and(0xF);
+    // Through int8, which wraps negative values into the byte's two's complement (a float cast to uint8 would not).
+    const at::Tensor q =
+        at::where(s.eq(0), 0.f, v / s).round().clamp(-8, 7).to(at::kChar).view(at::kByte).bitwise_and(0xF);
     const at::Tensor pairs = q.unflatten(-1, {h / 2, 2});
     return {pairs.select(-1, 0).bitwise_or(pairs.select(-1, 1).bitwise_left_shift(4)).contiguous(), s.flatten()};
   }

@@ -103,7 +103,8 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
   if (x_dtype.has_value()) {
     // x_dtype names what a uint8 x holds (routed as bytes), or mode 13's int4 output.
     TORCH_CHECK(quant_mode != kDynamic || *x_dtype != kDTypeInt4, OP,
-                ": INT4 dynamic quantization uses quant_mode=13. quant_mode=1 only supports INT8 dynamic quantization.");
+                ": INT4 dynamic quantization uses quant_mode=13. quant_mode=1 only supports INT8 dynamic "
+                "quantization.");
     if (quant_mode == kInt4Dynamic) {
       TORCH_CHECK(*x_dtype == kDTypeInt4, OP,
                   ": The optional parameter x_dtype must be torch_npu.int4 or None when quant_mode=13.");
@@ -125,7 +126,8 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
               ": expert_tokens_num_type must be in [0, 1, 2], got ", expert_tokens_num_type);
   TORCH_CHECK(row_idx_type == 0 || row_idx_type == 1, OP, ": row_idx_type must be in [0, 1], got ", row_idx_type);
   TORCH_CHECK((quant_mode >= -1 && quant_mode <= 9) || (quant_mode >= 11 && quant_mode <= 17), OP,
-              ": quant_mode must be in [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17], got ", quant_mode);
+              ": quant_mode must be in [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17], got ",
+              quant_mode);
   TORCH_CHECK_NOT_IMPLEMENTED(quant_mode < 6 || quant_mode > 8, OP, ": quant_mode ", quant_mode,
                               " (HiFloat8 output) is not supported by softnpu: the host has no hifloat8 arithmetic");
   TORCH_CHECK_NOT_IMPLEMENTED(quant_mode != 11 && quant_mode != 12, OP, ": quant_mode ", quant_mode,
@@ -168,8 +170,8 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
   r.rows = active_num <= 0 ? r.n * r.k : std::min(active_num, r.n * r.k);
   r.values = byte_x && *x_dtype == kDTypeFloat4E2M1 ? 2 * r.h : r.h;
   TORCH_CHECK((xt != at::kChar && !fp8_x && !byte_x) || quant_mode == kUnquantized, OP,
-              ": an int8 or float8 x is only routed (quant_mode -1): quantizing it gives meaningless values on torch_npu "
-              "too");
+              ": an int8 or float8 x is only routed (quant_mode -1): quantizing it gives meaningless values on "
+              "torch_npu too");
   if (routing_quant::quantized(quant_mode)) {
     TORCH_CHECK(!r.drop_pad, OP, ": quant_mode ", quant_mode, " only supports drop_pad_mode=0.");
     TORCH_CHECK(!given(offset), OP, ": quant_mode ", quant_mode, " takes no offset");
