@@ -352,6 +352,18 @@ def test_fused_infer_attention_out_overload_and_workspace():
                                                           softmax_lse=lse, **kwargs)
 
 
+def test_fused_infer_attention_decode_ignores_actual_seq_lengths():
+    # torch_npu: in decode (Q_S = 1) outside TND actual_seq_lengths has no effect, whatever its values.
+    q, k, v = qkv(b=2, n=4, n2=2, sq=1, skv=9)
+    kwargs = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.3, actual_seq_lengths_kv=[9, 4])
+    want = torch_npu.npu_fused_infer_attention_score(q, k, v, **kwargs)[0]
+    got = torch_npu.npu_fused_infer_attention_score(q.npu(), k.npu(), v.npu(), actual_seq_lengths=[100, 0], **kwargs)
+    torch.testing.assert_close(got[0].cpu(), want)
+    with pytest.raises(RuntimeError, match="actual_seq_lengths"):
+        q2 = torch.randn(2, 4, 3, 16, dtype=q.dtype)
+        torch_npu.npu_fused_infer_attention_score(q2.npu(), k.npu(), v.npu(), actual_seq_lengths=[4], **kwargs)
+
+
 def test_fused_infer_attention_per_token_antiquant():
     # antiquant_mode=1: an int8 cache with a float32 scale and offset per (batch, token), [2, B, KV_S] (key, value),
     # or split (key per channel, value per token: the one mixed form torch_npu allows). The same attention as the

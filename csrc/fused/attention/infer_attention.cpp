@@ -267,7 +267,9 @@ Problem describe(const Call& c, const std::vector<std::string>& layouts) {
     }
     p.sq = *std::max_element(p.qlen.begin(), p.qlen.end());
   } else {
-    p.qlen = per_batch(c.qlens, p.b, p.sq, "actual_seq_lengths", op);
+    // torch_npu documents actual_seq_lengths as having no effect in decode (Q_S = 1) outside TND: NPU graphs
+    // capture such calls with lengths their update replaces.
+    p.qlen = p.sq == 1 ? std::vector<int64_t>(p.b, 1) : per_batch(c.qlens, p.b, p.sq, "actual_seq_lengths", op);
     p.kvlen = per_batch(c.kvlens, p.b, p.skv, "actual_seq_lengths_kv", op);
   }
 
