@@ -19,6 +19,8 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
   // The out= form lets the op path write the result straight into the device output (no copy).
   m.def("npu_fast_gelu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("npu_fast_gelu_backward(Tensor grad, Tensor self) -> Tensor");
+  // torch_npu's older name (torch_npu.fast_gelu): the op torch_npu.jit's fusion pass writes into TorchScript graphs.
+  m.def("fast_gelu(Tensor self) -> Tensor");
 }
 
 namespace softnpu::fused {
@@ -99,6 +101,11 @@ class FastGeluFunction : public torch::autograd::Function<FastGeluFunction> {
 
 at::Tensor fast_gelu_autograd(const at::Tensor& x) { return FastGeluFunction::apply(x)[0]; }
 
+at::Tensor fast_gelu_alias(const at::Tensor& x) {
+  static const auto op = npu_op<FastGeluSig>("npu::npu_fast_gelu");
+  return op.call(x);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(npu, Meta, m) {
@@ -113,5 +120,7 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
 }
 
 TORCH_LIBRARY_IMPL(npu, Autograd, m) { m.impl("npu_fast_gelu", fast_gelu_autograd); }
+
+TORCH_LIBRARY_IMPL(npu, CompositeImplicitAutograd, m) { m.impl("fast_gelu", fast_gelu_alias); }
 
 }  // namespace softnpu::fused
