@@ -337,8 +337,22 @@ def test_empty_strided_npu_and_change_data_ptr():
     assert dst.cpu().tolist() == [[4.0, 5.0], [6.0, 7.0]] and torch_npu.get_storage_size(dst) == 4
     dst.mul_(10)  # writes go to the buffer
     assert buffer.cpu().tolist()[3:9] == [3.0, 40.0, 50.0, 60.0, 70.0, 8.0]
-    with pytest.raises(RuntimeError, match="outside"):
+    with pytest.raises(RuntimeError, match="offsets overflow"):
         torch_npu.npu_change_data_ptr(dst, buffer, 8)
+    # The storage itself is re-pointed, as torch_npu's: a view of dst made before follows it.
+    other = torch.zeros(4, device="npu")
+    view = other[1:]
+    torch_npu.npu_change_data_ptr(other, buffer, 0)
+    assert view.cpu().tolist() == [1.0, 2.0, 3.0]
+    # A tensor over a storage shrunk below its size (torch_npu's combined-tensor recipe): the storage's 2 elements
+    # are re-pointed, the copy writes the whole tensor from there.
+    x = torch.arange(4.0, device="npu")
+    values = x.clone()
+    x.untyped_storage().resize_(2 * x.element_size())
+    combined = torch.zeros(6, device="npu")
+    torch_npu.npu_change_data_ptr(x, combined, 2)
+    x.copy_(values)
+    assert torch_npu.get_storage_size(x) == 2 and combined.cpu().tolist() == [0.0, 0.0, 0.0, 1.0, 2.0, 3.0]
 
 
 def test_dtype_numbers_as_torch_npu_exports_them():

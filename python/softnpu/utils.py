@@ -67,21 +67,9 @@ def _storage_elements(tensor) -> int:
 
 def npu_change_data_ptr(dst, src, offset):
     """torch_npu.npu_change_data_ptr: `dst`'s storage now starts at element `offset` of `src`'s storage (same dtype,
-    npu), keeping its sizes. As on torch_npu the storage does not own that memory: `src` must outlive `dst`'s use of
-    it. Returns 0."""
-    if dst.device.type != "npu" or src.device.type != "npu":
-        raise RuntimeError("npu_change_data_ptr: dst and src must be npu tensors")
-    if dst.dtype != src.dtype:
-        raise RuntimeError(f"npu_change_data_ptr: dst is {dst.dtype} and src {src.dtype}; they must match")
-    need = _storage_elements(dst)
-    if offset < 0 or offset + need > _storage_elements(src):
-        raise RuntimeError(f"npu_change_data_ptr: elements {offset}..{offset + need} are outside src's storage of "
-                           f"{_storage_elements(src)}")
-    address = src.untyped_storage().data_ptr() + offset * src.element_size()
-    alias = torch._C._construct_storage_from_data_pointer(address, dst.device, dst.untyped_storage().nbytes())
-    with torch.no_grad():
-        dst.set_(alias, dst.storage_offset(), dst.size(), dst.stride())
-    return 0
+    npu), keeping its size; every tensor over that storage follows (csrc/backend/change_data_ptr.cpp). As on
+    torch_npu the storage does not own that memory: `src` must outlive `dst`'s use of it. Returns 0."""
+    return torch.ops.npu.npu_change_data_ptr(dst, src, offset)
 
 
 def npu_combine_tensors(list_of_tensor, require_copy_value=True):
