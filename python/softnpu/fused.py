@@ -11,7 +11,6 @@ kernels and are not).
 """
 
 from enum import IntEnum
-from typing import Optional, Tuple
 
 import torch
 
@@ -121,21 +120,6 @@ def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, e
     return torch.ops.npu.npu_apply_adam_w.out(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad,
                                               max_grad_norm, amsgrad, maximize, var=var, m=m, v=v)
 
-
-def npu_bert_apply_adam(lr: float, beta1: float, beta2: float, epsilon: float, grad: torch.Tensor,
-                        max_grad_norm: float, global_grad_norm: float, weight_decay: float,
-                        step_size: Optional[float] = None, adam_mode: int = 0,
-                        out: Optional[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = None):
-    """One step of BERT's Adam of ``out=(var, m, v)`` in place (torch_npu's call form). Annotated, and ``out`` not
-    keyword-only (TorchScript refuses keyword-only arguments with defaults), so that ``torch.jit.script`` compiles
-    calls of it: TorchScript, like the dispatcher, takes the out tensors only by their schema names (``var``, ``m``,
-    ``v``)."""
-    if out is None:
-        return torch.ops.npu.npu_bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm,
-                                                 weight_decay, step_size, adam_mode)
-    var, m, v = out
-    return torch.ops.npu.npu_bert_apply_adam(lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm,
-                                             weight_decay, step_size, adam_mode, var=var, m=m, v=v)
 
 
 __all__ = [*_OPS, "Format"]

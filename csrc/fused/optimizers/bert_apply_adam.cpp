@@ -6,8 +6,9 @@
 //   adam_mode 1 ("mbart_adam", fairseq's Adam that mBART trains with): var -= lr * weight_decay * var + step * r;
 // step being step_size when given (the caller's bias-corrected rate), else lr. No bias correction otherwise, as
 // BERT's. The functional form (no out) raises, as on torch_npu. One pass over the four tensors in float32.
-// The .out overload is a composite over _npu_bert_apply_adam_, which returns nothing, so torch.compile can
-// functionalize it (as npu_apply_adam_w's).
+// The .out overload has the schema torch_npu registers for ops with several outputs (its torchnpugen turns them into
+// one `Tensor[] out` returning plain tensors), so out=(var, m, v) binds in eager calls and under torch.jit.script. It is
+// a composite over _npu_bert_apply_adam_, which returns nothing, so torch.compile can functionalize it.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -24,7 +25,7 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int adam_mode=0) -> (Tensor var, Tensor m, Tensor v)");
   m.def("npu_bert_apply_adam.out(Scalar lr, Scalar beta1, Scalar beta2, Scalar epsilon, Tensor grad, "
         "Scalar max_grad_norm, Scalar global_grad_norm, Scalar weight_decay, Scalar? step_size=None, "
-        "int adam_mode=0, *, Tensor(a!) var, Tensor(b!) m, Tensor(c!) v) -> (Tensor(a!), Tensor(b!), Tensor(c!))");
+        "int adam_mode=0, *, Tensor[] out) -> (Tensor, Tensor, Tensor)");
   m.def("_npu_bert_apply_adam_(Tensor(a!) var, Tensor(b!) m, Tensor(c!) v, Scalar lr, Scalar beta1, Scalar beta2, "
         "Scalar epsilon, Tensor grad, Scalar max_grad_norm, Scalar global_grad_norm, Scalar weight_decay, "
         "Scalar? step_size, int adam_mode) -> ()");
@@ -95,11 +96,13 @@ using StepSig = void(at::Tensor&, at::Tensor&, at::Tensor&, const at::Scalar&, c
                      const at::Scalar&, const at::Tensor&, const at::Scalar&, const at::Scalar&, const at::Scalar&,
                      const std::optional<at::Scalar>&, int64_t);
 
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> bert_apply_adam_out(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bert_apply_adam_out(
     const at::Scalar& lr, const at::Scalar& beta1, const at::Scalar& beta2, const at::Scalar& epsilon,
     const at::Tensor& grad, const at::Scalar& max_grad_norm, const at::Scalar& global_grad_norm,
-    const at::Scalar& weight_decay, const std::optional<at::Scalar>& step_size, int64_t adam_mode, at::Tensor& var,
-    at::Tensor& m, at::Tensor& v) {
+    const at::Scalar& weight_decay, const std::optional<at::Scalar>& step_size, int64_t adam_mode,
+    at::TensorList out) {
+  TORCH_CHECK(out.size() == 3, OP, ": out must be (var, m, v), got ", out.size(), " tensors");
+  at::Tensor var = out[0], m = out[1], v = out[2];
   static const auto op = npu_op<StepSig>("npu::_npu_bert_apply_adam_");
   op.call(var, m, v, lr, beta1, beta2, epsilon, grad, max_grad_norm, global_grad_norm, weight_decay, step_size,
           adam_mode);
