@@ -34,6 +34,12 @@ constexpr const char* kNotDeviceGeneric[] = {
 // differentiable composite, as on CUDA.
 constexpr const char* kCpuKernelMoreAccurate[] = {"mish_backward"};
 
+// Composites that Ascend runs as one kernel computing float16/bfloat16 in float32 with one rounding
+// (aclnnBinaryCrossEntropyWithLogits), where the composite rounds each of its steps (a reduction='none' loss 1.3e-3
+// off the float32 result rounded once): on the generic path, their half operands widened (ops/widen.cpp). The op's
+// own autograd formula is kept (it has a derivatives.yaml entry, not the composite's).
+constexpr const char* kOneKernelOnAscend[] = {"binary_cross_entropy_with_logits"};
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -45,6 +51,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   });
   for (const char* name : kNotDeviceGeneric) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
   for (const char* name : kCpuKernelMoreAccurate) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
+  for (const char* name : kOneKernelOnAscend) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&execute>());
 }
 
 }  // namespace softnpu
