@@ -93,6 +93,24 @@ void NPUGraph::capture_end() {
   if (err != snpuSuccess) throw_npu_error(err, "NPUGraph.capture_end");
 }
 
+void NPUGraph::begin_capture_to_if_node(const at::Tensor& pred) {
+  TORCH_CHECK(capturing_, "begin_capture_to_if_node: the NPUGraph is not capturing");
+  // torch_npu's checks and messages.
+  TORCH_CHECK(pred.device().type() == c10::DeviceType::PrivateUse1,
+              "Conditions must be on an npu device to use conditional nodes in npu graphs.");
+  TORCH_CHECK(pred.numel() == 1, "Conditions must be scalar tensors to use conditional nodes in npu graphs.");
+  TORCH_CHECK(pred.scalar_type() == at::kBool,
+              "Conditions must be bool tensors to use conditional nodes in npu graphs.");
+  TORCH_CHECK(pred.device().index() == device_, "Conditions must be on the same npu device as the graph capture.");
+  NPU_CHECK(snpuStreamBeginCaptureToIfNode(capture_stream_, pred.const_data_ptr()));
+  conditions_.push_back(pred);
+}
+
+void NPUGraph::end_capture_to_conditional_node() {
+  TORCH_CHECK(capturing_, "end_capture_to_conditional_node: the NPUGraph is not capturing");
+  NPU_CHECK(snpuStreamEndCaptureToConditionalNode(capture_stream_));
+}
+
 void NPUGraph::replay() {
   TORCH_CHECK(graph_, "Called NPUGraph::replay without a preceding successful capture.");
   const NPUStream stream = getCurrentNPUStream(device_);
@@ -108,6 +126,7 @@ void NPUGraph::reset() {
   // The states' replay slots are blocks of the pool: freed before it is released.
   for (auto& [state, increment] : generator_states_) state->remove_capture_state(capture_id_);
   generator_states_.clear();
+  conditions_.clear();
   if (has_pool_) NPUCachingAllocator::get()->release_pool(pool_);
   has_pool_ = false;
   if (has_host_pool_) at::getHostAllocator(at::kPrivateUse1)->release_pool(pool_);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "backend/generator.h"
 #include "backend/stream.h"
@@ -29,6 +30,11 @@ class NPUGraph {
   // own; else a pool shared with other graphs (graph_pool_handle(), other_graph.pool()).
   void capture_begin(c10::MempoolId_t pool = {0, 0}, snpuStreamCaptureMode mode = snpuStreamCaptureModeGlobal);
   void capture_end();
+  // A conditional node (torch.cond in a capture): the work captured until end_capture_to_conditional_node runs at a
+  // replay only if `pred` (an npu bool tensor of one element, which the graph keeps) is true when the replay
+  // reaches it.
+  void begin_capture_to_if_node(const at::Tensor& pred);
+  void end_capture_to_conditional_node();
   // ASYNC: one launch on the current stream.
   void replay();
   // Drops the graph and its reference to the pool.
@@ -52,6 +58,7 @@ class NPUGraph {
   // Each generator state the capture drew from, and the offsets one replay consumes (known at capture end).
   std::map<c10::intrusive_ptr<NPUGeneratorState>, uint64_t> generator_states_;
   uint64_t replays_ = 0;
+  std::vector<at::Tensor> conditions_;  // the predicates of the conditional nodes
 };
 
 namespace detail {

@@ -528,6 +528,8 @@ PYBIND11_MODULE(_C, m) {
              g.capture_begin(pool_id(pool), static_cast<snpuStreamCaptureMode>(mode));
            })
       .def("capture_end", &NPUGraph::capture_end)
+      .def("begin_capture_to_if_node", &NPUGraph::begin_capture_to_if_node)
+      .def("end_capture_to_conditional_node", &NPUGraph::end_capture_to_conditional_node)
       .def("register_generator_state",
            [](NPUGraph& g, const at::Generator& gen) {
              g.register_generator_state(at::check_generator<NPUGeneratorImpl>(gen)->state());

@@ -88,6 +88,24 @@ class NPUGraph:
         name; a generator the capture draws from is registered at its first draw in any case)."""
         self._graph.register_generator_state(generator)
 
+    def begin_capture_to_if_node(self, pred: torch.Tensor) -> None:
+        """The work captured until end_capture_to_conditional_node runs at a replay only if `pred` (an npu bool tensor
+        of one element) is true when the replay reaches it (a conditional IF node, as torch.cuda.CUDAGraph's)."""
+        self._segments[-1].begin_capture_to_if_node(pred)
+
+    def end_capture_to_conditional_node(self) -> None:
+        self._segments[-1].end_capture_to_conditional_node()
+
+    @staticmethod
+    def get_currently_capturing_graph() -> "NPUGraph":
+        """The NPUGraph the current stream captures into."""
+        graph = _capturing.get(_stream_key(current_stream()))
+        if graph is None:
+            raise RuntimeError(
+                "get_currently_capturing_graph() can be used only between capture_begin() and capture_end(). Did you "
+                "use a stream without making it depend upon the original stream used for capture?")
+        return graph
+
     def capture_end(self) -> None:
         """Ends the capture; raises RuntimeError if an illegal call invalidated it."""
         _capturing.pop(self._stream, None)
