@@ -17,7 +17,8 @@ namespace softnpu {
 
 namespace {
 
-// torch_npu's StreamIdType: the kind of a stream in the bits above its pool index.
+// torch_npu's StreamIdType: the kind of a stream in the bits above its pool index. softnpu has no secondary stream
+// (torch_npu's second default stream for independent operators): ids of that kind are refused.
 enum class StreamKind : c10::StreamId { kDefault = 0, kSecondary = 1, kSyncLaunch = 2, kNormal = 3, kHigh = 4 };
 constexpr int kIndexBits = 5;  // kStreamsPerPool == 1 << kIndexBits
 static_assert(kStreamsPerPool == 1 << kIndexBits);
@@ -29,9 +30,9 @@ c10::StreamId make_id(StreamKind kind, uint32_t index) {
 
 // Each device's streams of the pools in one array: the default stream, the sync-launch pool, then the pools of each
 // priority level.
-constexpr size_t kSyncLaunchSlots = 1;
-constexpr size_t kPoolSlots = kSyncLaunchSlots + kSyncLaunchStreamsPerPool;
-constexpr size_t kSlots = kPoolSlots + kStreamPriorityLevels * kStreamsPerPool;
+constexpr size_t kSyncLaunchFirstSlot = 1;
+constexpr size_t kPoolFirstSlot = kSyncLaunchFirstSlot + kSyncLaunchStreamsPerPool;
+constexpr size_t kSlots = kPoolFirstSlot + kStreamPriorityLevels * kStreamsPerPool;
 
 struct DeviceStreams {
   std::once_flag init;
@@ -72,12 +73,12 @@ size_t slot_of(c10::StreamId id, int* priority) {
     case StreamKind::kSyncLaunch:
       TORCH_CHECK(index < kSyncLaunchStreamsPerPool, "Invalid sync launch stream index ", index, " for NPU stream id ",
                   id, " (pool size is ", kSyncLaunchStreamsPerPool, ")");
-      return kSyncLaunchSlots + index;
+      return kSyncLaunchFirstSlot + index;
     case StreamKind::kNormal:
     case StreamKind::kHigh: {
       const auto level = static_cast<size_t>(kind) - static_cast<size_t>(StreamKind::kNormal);
       *priority = -static_cast<int>(level);
-      return kPoolSlots + level * kStreamsPerPool + index;
+      return kPoolFirstSlot + level * kStreamsPerPool + index;
     }
     default:
       TORCH_CHECK(false, "Invalid NPU stream id ", id, ": no NPU stream has kind ", (id >> kIndexBits));
@@ -223,10 +224,10 @@ std::optional<NPUStream> find_stream(snpuStream_t handle) {
   const auto d = static_cast<c10::DeviceIndex>(device);
   DeviceStreams& ds = streams_of(d);
   const auto id_of_slot = [](size_t slot) -> c10::StreamId {
-    if (slot < kPoolSlots) return slot == 0 ? 0 : make_id(StreamKind::kSyncLaunch, slot - kSyncLaunchSlots);
-    const size_t level = (slot - kPoolSlots) / kStreamsPerPool;
+    if (slot < kPoolFirstSlot) return slot == 0 ? 0 : make_id(StreamKind::kSyncLaunch, slot - kSyncLaunchFirstSlot);
+    const size_t level = (slot - kPoolFirstSlot) / kStreamsPerPool;
     return make_id(static_cast<StreamKind>(static_cast<size_t>(StreamKind::kNormal) + level),
-                   (slot - kPoolSlots) % kStreamsPerPool);
+                   (slot - kPoolFirstSlot) % kStreamsPerPool);
   };
   for (size_t slot = 0; slot < kSlots; ++slot)
     if (ds.handles[slot].load(std::memory_order_acquire) == handle) return stream_for(d, id_of_slot(slot));
