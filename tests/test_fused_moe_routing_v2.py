@@ -5,6 +5,11 @@ formulas, written here again; x_dtype's byte routing), vLLM-Ascend's call forms,
 and torch.compile tracing it without a graph break.
 """
 
+import importlib
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 import torch
 import torch_npu
@@ -198,7 +203,7 @@ def test_errors_at_the_call():
         torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=0)
     with pytest.raises(RuntimeError, match=r"dynamic quantization takes a float32 scale of shape \(1, H\)"):
         torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=1, scale=torch.ones(3, 16).npu())
-    for mode in (6, 7, 8, 11, 12):  # HiFloat8 output, FP8 PerBlock: refused with the reason
+    for mode in (11, 12):  # FP8 PerBlock: refused with the reason
         with pytest.raises(NotImplementedError, match=f"quant_mode {mode}"):
             torch_npu.npu_moe_init_routing_v2(xn, idn, expert_num=8, quant_mode=mode)
     with pytest.raises(RuntimeError, match="quant_mode must be in"):
@@ -403,3 +408,43 @@ def test_quant_modes_meta_shapes():
         for m, r in zip(meta, real):
             assert m.shape == r.shape and m.dtype == r.dtype
         assert meta[0].shape == x_shape and meta[3].shape == scale_shape
+
+
+EN_DTYPES = "en-dtypes==0.0.4"  # numpy dtypes with hifloat8, the format's reference op-plugin's goldens use
+
+
+@pytest.fixture(scope="module")
+def en_dtypes():
+    try:
+        return importlib.import_module("en_dtypes")
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", EN_DTYPES], check=True)
+        importlib.invalidate_caches()
+        return importlib.import_module("en_dtypes")
+
+
+@pytest.mark.parametrize("mode", [6, 7, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_hifloat8(mode, dtype, en_dtypes):
+    # op-plugin's reference: 6 casts the rows, 7 multiplies by a per-tensor scale and clips to +-32768, 8 divides each
+    # row by max|row| / 32768 (its expanded_scale); the cast is en_dtypes' float -> hifloat8.
+    x, idx = routing_case(h=40, dtype=dtype, seed=13)
+    x[0] *= 3e4  # large values: the clip and the top binade
+    kw = dict(active_num=30, expert_num=8, expert_tokens_num_type=1, active_expert_range=[1, 7])
+    rows, row_idx, counts, _, routed = ref_init_routing_v2(x, idx, quant_mode=-1, **kw)
+    v = rows[:routed.numel()].float()
+    scale = torch.tensor([1.7]) if mode == 7 else None
+    want_scale = torch.zeros(v.shape[0])
+    if mode == 7:
+        v = (v * scale).clamp(-32768, 32768)
+    elif mode == 8:
+        want_scale = v.abs().amax(-1) / 32768
+        v = (v / torch.where(want_scale == 0, 1.0, want_scale).unsqueeze(-1)).clamp(-32768, 32768)
+    want = torch.from_numpy(v.numpy().astype(en_dtypes.hifloat8).view(np.uint8))
+    args = {"scale": scale.npu()} if scale is not None else {}
+    got = [t.cpu() for t in torch_npu.npu_moe_init_routing_v2(x.npu(), idx.npu(), quant_mode=mode, **args, **kw)]
+    n = routed.numel()
+    assert got[0].dtype == torch.uint8 and got[0].shape == rows.shape
+    assert torch.equal(got[0][:n], want) and not got[0][n:].any()
+    assert torch.equal(got[1], row_idx) and torch.equal(got[2], counts)
+    torch.testing.assert_close(got[3][:n], want_scale, atol=0, rtol=0)

@@ -11,6 +11,9 @@
 //     [R, ceil(H / 128)], y = fp8(clip(v / scale, +-fp8_max)), NaN to 0.
 //   9: MXFP4 e2m1, npu_dynamic_mx_quant's OCP scale (2^(floor(log2 amax) - 2) per 32 values): y uint8 [R, H / 2],
 //     two values per byte, expanded_scale uint8 (e8m0) [R, ceil(H / 64), 2].
+//   6 / 7 / 8: HiFloat8 (uint8 codes, quantization/hifloat8.h's rounding: nearest, ties away from zero) of v (6), of
+//     v * scale clipped to +-32768 with a float32 (1,) scale (7, per tensor), or of v / s clipped with
+//     s = max|v| / 32768 per row (8, expanded_scale s; an all-zero row divides by 1).
 //   13: int4 dynamic, per row: v = x * scale (a (1, H) smooth scale, optional), s = max|v| / 7, y = round(v / s)
 //     half to even in [-8, 7], two per byte (the first in the low nibble, as every int4 container here),
 //     expanded_scale s [R] (CANN's feature request ops-transformer#2977 defines the denominator 7 and the packing).
@@ -22,10 +25,11 @@
 #include <vector>
 
 #include "fused/common.h"
+#include "fused/quantization/hifloat8.h"
 
 namespace softnpu::fused::routing_quant {
 
-enum class Kind { kMxfp8RoundScale, kMxfp8Group, kMxfp4, kInt4 };
+enum class Kind { kMxfp8RoundScale, kMxfp8Group, kMxfp4, kInt4, kHiF8Cast, kHiF8Tensor, kHiF8Token };
 
 struct Mode {
   Kind kind;
@@ -35,11 +39,11 @@ struct Mode {
 };
 
 constexpr int64_t kMxBlock = 32, kGroup = 128;
-constexpr float kAmaxFloor = 1e-4f;
+constexpr float kAmaxFloor = 1e-4f, kHiF8Max = 32768.f;
 
 // The mode of a quant_mode this header computes (quantized() says which).
 inline bool quantized(int64_t quant_mode) {
-  return (quant_mode >= 2 && quant_mode <= 5) || quant_mode == 9 || (quant_mode >= 13 && quant_mode <= 17);
+  return (quant_mode >= 2 && quant_mode <= 9) || (quant_mode >= 13 && quant_mode <= 17);
 }
 
 inline Mode mode_of(int64_t quant_mode) {
@@ -48,7 +52,10 @@ inline Mode mode_of(int64_t quant_mode) {
   m.fp8 = e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn;
   m.fp8_max = e5m2 ? 57344.f : 448.f;
   m.clamp_amax = quant_mode >= 14;
-  if (quant_mode == 9) m.kind = Kind::kMxfp4;
+  if (quant_mode == 6) m.kind = Kind::kHiF8Cast;
+  else if (quant_mode == 7) m.kind = Kind::kHiF8Tensor;
+  else if (quant_mode == 8) m.kind = Kind::kHiF8Token;
+  else if (quant_mode == 9) m.kind = Kind::kMxfp4;
   else if (quant_mode == 13) m.kind = Kind::kInt4;
   else if (quant_mode == 2 || quant_mode == 3 || quant_mode == 16 || quant_mode == 17) m.kind = Kind::kMxfp8RoundScale;
   else m.kind = Kind::kMxfp8Group;
@@ -57,8 +64,11 @@ inline Mode mode_of(int64_t quant_mode) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+inline bool hifloat8(const Mode& m) {
+  return m.kind == Kind::kHiF8Cast || m.kind == Kind::kHiF8Tensor || m.kind == Kind::kHiF8Token;
+}
 inline c10::ScalarType x_type(const Mode& m) {
-  return m.kind == Kind::kMxfp4 || m.kind == Kind::kInt4 ? at::kByte : m.fp8;
+  return m.kind == Kind::kMxfp4 || m.kind == Kind::kInt4 || hifloat8(m) ? at::kByte : m.fp8;
 }
 inline int64_t x_cols(const Mode& m, int64_t h) { return m.kind == Kind::kMxfp4 || m.kind == Kind::kInt4 ? h / 2 : h; }
 
@@ -87,11 +97,19 @@ inline at::Tensor round_scale_exponent(const at::Tensor& amax, float fp8_max) {
   return (exponent + bits.bitwise_and(0x7FFFFF).ne(0).to(at::kInt)).clamp_min(-126);
 }
 
-// rows [R, H] (x's dtype) -> (expanded_x rows, expanded_scale rows). smooth: mode 13's (1, H) scale, or undefined.
+// rows [R, H] (x's dtype) -> (expanded_x rows, expanded_scale rows). scale: mode 13's (1, H) smooth scale, mode 7's
+// (1,) scale, or undefined.
 inline std::pair<at::Tensor, at::Tensor> quantize_rows(const Mode& m, const at::Tensor& rows,
                                                        const at::Tensor& smooth) {
   const int64_t r = rows.size(0), h = rows.size(1);
   at::Tensor v = rows.to(at::kFloat);
+  if (m.kind == Kind::kHiF8Cast) return {encode_hifloat8(v), at::zeros({r}, v.options())};
+  if (m.kind == Kind::kHiF8Tensor)
+    return {encode_hifloat8((v * smooth).clamp(-kHiF8Max, kHiF8Max)), at::zeros({r}, v.options())};
+  if (m.kind == Kind::kHiF8Token) {
+    const at::Tensor s = v.abs().amax(-1, /*keepdim=*/true) / kHiF8Max;
+    return {encode_hifloat8((v / at::where(s.eq(0), 1.f, s)).clamp(-kHiF8Max, kHiF8Max)), s.flatten()};
+  }
   if (m.kind == Kind::kInt4) {
     if (smooth.defined()) v = v * smooth;
     const at::Tensor s = v.abs().amax(-1, /*keepdim=*/true) / 7.f;

@@ -128,8 +128,6 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
   TORCH_CHECK((quant_mode >= -1 && quant_mode <= 9) || (quant_mode >= 11 && quant_mode <= 17), OP,
               ": quant_mode must be in [-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17], got ",
               quant_mode);
-  TORCH_CHECK_NOT_IMPLEMENTED(quant_mode < 6 || quant_mode > 8, OP, ": quant_mode ", quant_mode,
-                              " (HiFloat8 output) is not supported by softnpu: the host has no hifloat8 arithmetic");
   TORCH_CHECK_NOT_IMPLEMENTED(quant_mode != 11 && quant_mode != 12, OP, ": quant_mode ", quant_mode,
                               " (FP8 PerBlock) is not supported by softnpu: torch_npu documents only its name, and "
                               "op-plugin's reference for it does not run");
@@ -184,9 +182,14 @@ Routing check(const at::Tensor& x, const at::Tensor& expert_idx, const std::opti
                         scale->size(1) == r.h,
                     OP, ": INT4 dynamic quantization takes a float32 scale of shape (1, H) = (1, ", r.h, "), got ",
                     scale->scalar_type(), " ", scale->sizes());
+    } else if (quant_mode == 7) {
+      TORCH_CHECK(given(scale) && scale->scalar_type() == at::kFloat && scale->dim() == 1 && scale->size(0) == 1, OP,
+                  ": HiFloat8 per-tensor quantization (quant_mode 7) needs a float32 scale of shape (1,)");
     } else {
       TORCH_CHECK(!given(scale), OP, ": quant_mode ", quant_mode, " computes its scales and takes no scale");
     }
+    TORCH_CHECK(xt == at::kHalf || xt == at::kBFloat16 || xt == at::kFloat, OP, ": quant_mode ", quant_mode,
+                " takes float16, bfloat16 or float32 x, got ", xt);
     if (quant_mode == 9) {
       TORCH_CHECK(xt == at::kHalf || xt == at::kBFloat16, OP, ": MXFP4 quantization (quant_mode 9) takes float16 or "
                   "bfloat16 x here (npu_dynamic_mx_quant's), got ", xt);
