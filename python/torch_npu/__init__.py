@@ -12,6 +12,16 @@ from softnpu.npu.memory import _erase_stream as erase_stream
 # which softnpu does not have). Each has a docstring, as torch_npu's.
 __all__ = ["erase_stream", *softnpu.fused.__all__]
 
+# As torch_npu exports every op of the npu namespace, its private ones are attributes too (not in __all__):
+# torch_npu._npu_fused_infer_attention_score_get_max_workspace, which graph-capture code calls.
+import torch as _torch  # noqa: E402
+
+for _qualified in _torch._C._dispatch_get_all_op_names():
+    if _qualified.startswith("npu::_"):
+        _op = _qualified[len("npu::"):].split(".")[0]
+        globals().setdefault(_op, getattr(_torch.ops.npu, _op))
+del _qualified, _op
+
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.
 for _name, _module in list(sys.modules.items()):
