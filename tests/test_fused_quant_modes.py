@@ -1,6 +1,7 @@
 """The quantization modes of torch_npu's quantized ops beyond the basic ones (csrc/fused/quantization/README.md):
 npu_quant_matmul's A8W4 (int8 activations, int4 weights per group of k) and T-CG (y_scale: float8 activations, float4
-weights dequantized per group of k) and hifloat8 operands; npu_dynamic_mx_quant's scale_alg 1 and 2; npu_fused_infer_attention_score's
+weights dequantized per group of k) and hifloat8 operands; npu_dynamic_quant to hifloat8; npu_dynamic_mx_quant's
+scale_alg 1 and 2; npu_fused_infer_attention_score's
 key_/value_antiquant_mode 2 to 5.
 
 Each is checked against a reference written here from the documented computation (integer products exact, the
@@ -185,6 +186,30 @@ def test_quant_matmul_hifloat8_operands(hifloat8_values):
         with pytest.raises(RuntimeError, match="npu_quant_matmul: x1_dtype and x2_dtype must both be"):
             torch_npu.npu_quant_matmul(x1.to(device), x2.to(device).view(torch.int8), scale.to(device),
                                        x1_dtype=torch_npu.hifloat8, output_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("quant_mode", ["pertoken", "pertensor"])
+def test_dynamic_quant_to_hifloat8(hifloat8_values, quant_mode):
+    # dst_type=torch_npu.hifloat8: scale = max|x| / 32768 (HiFloat8's largest finite value), y = x / scale rounded to
+    # the nearest HiFloat8 value, ties away from zero, as uint8 codes (torch_npu's container for it).
+    en_dtypes = importlib.import_module("en_dtypes")
+    torch.manual_seed(47)
+    x = (torch.randn(6, 64) * torch.logspace(-6, 2, 64)).half()
+    x[0, :4] = 0
+    (y, scale), (y_cpu, scale_cpu) = both(torch_npu.npu_dynamic_quant, x, dst_type=torch_npu.hifloat8,
+                                          quant_mode=quant_mode)
+    amax = x.float().abs().amax(-1) if quant_mode == "pertoken" else x.float().abs().amax().reshape(1)
+    want_scale = amax / 32768
+    q = x.float() / (want_scale[:, None] if quant_mode == "pertoken" else want_scale)
+    want = torch.from_numpy(q.numpy().astype(en_dtypes.hifloat8).view(np.uint8))
+    assert y.dtype == torch.uint8 and torch.equal(scale, want_scale) and torch.equal(y, want)
+    assert torch.equal(y, y_cpu) and torch.equal(scale, scale_cpu)
+    # decoded and scaled back: x again, to 4 significant bits where HiFloat8 keeps 3 mantissa bits (|q| in [1/8, 16))
+    back = hifloat8_values[y.long()] * (want_scale[:, None] if quant_mode == "pertoken" else want_scale).double()
+    dense = (q.abs() >= 0.125) & (q.abs() < 16)
+    assert ((back - x.double()).abs() <= x.double().abs() / 16)[dense].all()
+    with pytest.raises(RuntimeError, match="npu_dynamic_quant: dst_type must be"):
+        torch_npu.npu_dynamic_quant(x.npu(), dst_type=torch.uint8)
 
 
 # ------------------------------------------------------------------------------------------------ mx scale_alg

@@ -3,13 +3,15 @@
 // take the rows of smooth_scales that group_index delimits); then
 //   scale = max(|input|) / DTYPE_MAX   over each row ("pertoken"), each column of the last two dims ("perchannel"),
 //                                      or the whole tensor ("pertensor"),
-//   y = round(input / scale)           rounded half to even and saturated (int8, int4), or cast (float8),
+//   y = round(input / scale)           rounded half to even and saturated (int8, int4), cast (float8), or rounded
+//                                      ties away to HiFloat8 codes in uint8 (torch_npu.hifloat8),
 // in float32 as the chip computes. DTYPE_MAX is 127 (int8), 7 (int4: torch.quint4x2, 8 values per int32), 448
-// (float8_e4m3fn), 57344 (float8_e5m2), or dst_type_max when given.
+// (float8_e4m3fn), 57344 (float8_e5m2), 32768 (hifloat8), or dst_type_max when given.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include "fused/common.h"
+#include "fused/quantization/hifloat8.h"
 #include "fused/quantization/int4.h"
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
@@ -27,7 +29,7 @@ constexpr int64_t kHiFloat8 = 290;  // torch_npu.hifloat8 (ACL's aclDataType + 2
 enum class Mode { PerToken, PerChannel, PerTensor };
 
 struct Plan {
-  c10::ScalarType dst;  // int8, quint4x2 (int4 in int32), float8_e4m3fn or float8_e5m2
+  c10::ScalarType dst;  // int8, quint4x2 (int4 in int32), float8_e4m3fn, float8_e5m2 or uint8 (hifloat8 codes)
   Mode mode;
   double dtype_max;
 };
@@ -37,18 +39,18 @@ Plan check(const at::Tensor& x, const std::optional<at::Tensor>& smooth, const s
   TORCH_CHECK(x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16, kOp,
               ": input must be float16 or bfloat16, got ", x.scalar_type());
   TORCH_CHECK(x.dim() > 1, kOp, ": input must have more than one dim, got shape ", x.sizes());
-  TORCH_CHECK(dst_type.value_or(0) != kHiFloat8, kOp, ": dst_type torch_npu.hifloat8 is not supported here: a host "
-              "has no hifloat8 arithmetic (its tapered exponent/mantissa split has no torch dtype to round to)");
   Plan p{};
-  p.dst = dst_type.has_value() ? static_cast<c10::ScalarType>(*dst_type) : at::kChar;
-  switch (p.dst) {
+  const bool hif8 = dst_type.value_or(0) == kHiFloat8;
+  p.dst = hif8 ? at::kByte : dst_type.has_value() ? static_cast<c10::ScalarType>(*dst_type) : at::kChar;
+  switch (hif8 ? at::kByte : p.dst == at::kByte ? c10::ScalarType::Undefined : p.dst) {  // uint8 names hifloat8 codes only
+    case at::kByte: p.dtype_max = 32768.; break;
     case at::kChar: p.dtype_max = 127.; break;
     case at::kQUInt4x2: p.dtype_max = 7.; break;
     case at::kFloat8_e4m3fn: p.dtype_max = 448.; break;
     case at::kFloat8_e5m2: p.dtype_max = 57344.; break;
     default:
-      TORCH_CHECK(false, kOp, ": dst_type must be torch.int8, torch.quint4x2, torch.float8_e4m3fn or "
-                  "torch.float8_e5m2, got ", *dst_type);
+      TORCH_CHECK(false, kOp, ": dst_type must be torch.int8, torch.quint4x2, torch.float8_e4m3fn, "
+                  "torch.float8_e5m2 or torch_npu.hifloat8, got ", *dst_type);
   }
   TORCH_CHECK(dst_type_max >= 0., kOp, ": dst_type_max must not be negative, got ", dst_type_max);
   if (dst_type_max != 0.) p.dtype_max = dst_type_max;
@@ -132,6 +134,8 @@ std::tuple<at::Tensor, at::Tensor> dynamic_quant_cpu(const at::Tensor& x, const 
   if (p.dst == at::kChar || p.dst == at::kQUInt4x2) {
     q = q.round().clamp(-p.dtype_max - 1, p.dtype_max).nan_to_num(0.);
     y = p.dst == at::kChar ? q.to(at::kChar) : pack_int4(q.to(at::kInt));
+  } else if (p.dst == at::kByte) {
+    y = encode_hifloat8(q.clamp(-p.dtype_max, p.dtype_max));
   } else {
     y = q.clamp(-p.dtype_max, p.dtype_max).to(p.dst);
   }
