@@ -118,6 +118,30 @@ def test_grad_scaler_skips_steps_with_inf_grads_and_backs_off():
     assert scaler.get_scale() == 2.0**16  # and grows back after growth_interval good steps
 
 
+def test_torch_npu_grad_scaler_skips_every_optimizer_after_an_overflow(capsys):
+    # torch_npu's GradScaler: one optimizer's overflow skips the others' steps too, until update(); torch's
+    # (torch.amp.GradScaler("npu")) skips only the optimizer that overflowed.
+    import torch_npu
+
+    for scaler_class, second_steps in ((torch_npu.npu.amp.GradScaler, False),
+                                       (lambda **kw: torch.amp.GradScaler("npu", **kw), True)):
+        models = [torch.nn.Linear(4, 1).npu() for _ in range(2)]
+        opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+        scaler = scaler_class(init_scale=4.0, growth_interval=1)
+        before = [m.weight.detach().cpu().clone() for m in models]
+        for m in models:
+            scaler.scale(m(torch.ones(2, 4, device="npu")).sum()).backward()
+        models[0].weight.grad.fill_(float("inf"))
+        scaler.unscale_(opts[0])
+        for opt in opts:
+            scaler.step(opt)
+        scaler.update()
+        assert torch.equal(models[0].weight.detach().cpu(), before[0])
+        assert torch.equal(models[1].weight.detach().cpu(), before[1]) != second_steps
+        assert scaler.get_scale() == 2.0
+    assert "Gradient overflow. Skipping step" in capsys.readouterr().out
+
+
 def test_custom_fwd_and_bwd():
     class Square(torch.autograd.Function):
         @staticmethod
