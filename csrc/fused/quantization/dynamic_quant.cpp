@@ -42,7 +42,8 @@ Plan check(const at::Tensor& x, const std::optional<at::Tensor>& smooth, const s
   Plan p{};
   const bool hif8 = dst_type.value_or(0) == kHiFloat8;
   p.dst = hif8 ? at::kByte : dst_type.has_value() ? static_cast<c10::ScalarType>(*dst_type) : at::kChar;
-  switch (hif8 ? at::kByte : p.dst == at::kByte ? c10::ScalarType::Undefined : p.dst) {  // uint8 names hifloat8 codes only
+  // uint8 stands for hifloat8's codes only: torch.uint8 itself is not a dst_type.
+  switch (hif8 ? at::kByte : p.dst == at::kByte ? c10::ScalarType::Undefined : p.dst) {
     case at::kByte: p.dtype_max = 32768.; break;
     case at::kChar: p.dtype_max = 127.; break;
     case at::kQUInt4x2: p.dtype_max = 7.; break;

@@ -51,9 +51,9 @@ inline at::Tensor decode_hifloat8(const at::Tensor& codes) {
   return lut.index_select(0, idx.flatten()).view(codes.sizes());
 }
 
-// float -> HiFloat8 code: the nearest of the 128 non-negative codes' values (ties to the larger), the sign added unless the
-// result is zero. Infinity rounds like the next step of the top binade (1.5 * 2^15), so magnitudes from 40960 on
-// become infinity; NaN is 0x80.
+// float -> HiFloat8 code: the nearest of the 128 non-negative codes' values (ties to the larger), the sign added
+// unless the result is zero. Infinity rounds like the next step of the top binade (1.5 * 2^15), so magnitudes from
+// 40960 on become infinity; NaN is 0x80.
 inline uint8_t hifloat8_code(float x) {
   static const std::array<std::pair<double, uint8_t>, 128> magnitudes = [] {
     std::array<std::pair<double, uint8_t>, 128> t{};
