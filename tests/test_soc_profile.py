@@ -26,7 +26,7 @@ TOOLKIT = Path(softnpu.__file__).parent / "ascend-toolkit" / "latest"
 SHOW = """
 import torch, torch_npu
 p = torch.npu.get_device_properties(0)
-print(torch.npu.get_device_name(), torch_npu.npu.get_soc_version(), p.multi_processor_count, p.vector_core_num,
+print(torch.npu.get_device_name(), torch_npu.npu.get_soc_version(), p.cube_core_num, p.vector_core_num,
       torch.npu.is_bf16_supported())
 """
 
@@ -35,8 +35,9 @@ def test_the_default_chip_is_ascend910b3_on_every_python_surface():
     assert torch.npu.get_device_name() == torch.npu.get_device_name(1) == "Ascend910B3"
     assert torch_npu.npu.get_soc_version() == torch.npu.get_soc_version() == 223
     p = torch.npu.get_device_properties(0)
+    # torch_npu's multi_processor_count is the vector cores (what DataParallel's balance check counts).
     assert (p.name, p.soc_version, p.multi_processor_count, p.cube_core_num, p.vector_core_num) == \
-        ("Ascend910B3", 223, 20, 20, 40)
+        ("Ascend910B3", 223, 40, 20, 40)
     assert p.L2_cache_size == 192 << 20
     assert repr(p).startswith("_NPUDeviceProperties(name='Ascend910B3', total_memory=2048MB, cube_core_num=20, "
                               "vector_core_num=40")
