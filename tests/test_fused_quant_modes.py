@@ -370,3 +370,26 @@ def test_fused_infer_attention_antiquant_mode_errors():
     with pytest.raises(RuntimeError, match="mode 3 is supported with Q_S = 1 only"):
         fia(torch.cat([q, q], 2), k8, v8, key_antiquant_scale=s, value_antiquant_scale=s, key_antiquant_mode=3,
             value_antiquant_mode=3)
+
+
+def test_new_modes_trace_without_graph_breaks():
+    # The modes go through the ops' Meta kernels: one graph each (fullgraph), the same results as eager.
+    torch.manual_seed(48)
+    qx = torch.randint(-128, 128, (3, 256), dtype=torch.int8).npu()
+    w = torch_npu.npu_convert_weight_to_int4pack(torch.randint(-8, 8, (256, 16), dtype=torch.int32).npu())
+    scale = pack_low_word(torch.rand(1, 16).half().float()).npu()
+    pertoken, offset = torch.rand(3, 1).npu(), torch.randn(16).npu()
+
+    def a8w4(qx, w, scale, pertoken, offset):
+        return torch_npu.npu_quant_matmul(qx, w, scale, pertoken_scale=pertoken, offset=offset,
+                                          group_sizes=[0, 0, 256], output_dtype=torch.bfloat16)
+
+    args = (qx, w, scale, pertoken, offset)
+    assert torch.equal(torch.compile(a8w4, backend="eager", fullgraph=True)(*args), a8w4(*args))
+    x = torch.randn(4, 64, dtype=torch.bfloat16).npu()
+
+    def mx(x):
+        return torch_npu.npu_dynamic_mx_quant(x, dst_type=torch.float8_e4m3fn, scale_alg=1)
+
+    got, want = torch.compile(mx, backend="eager", fullgraph=True)(x), mx(x)
+    assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(got[1], want[1])
