@@ -7,7 +7,8 @@ a RuntimeError with torch_npu's message at the call, on npu and on the meta devi
 registered without a case here fails ``test_every_registered_op_has_a_case``, so a new op cannot skip these checks.
 
 The compute+communication ops run in a one-rank hccl group (set up and torn down by a fixture). The two format
-queries that return a Python int (INT_RESULTS) cannot be in a full graph; they are checked to compile with a break.
+queries that return a Python int (INT_RESULTS) and npu_change_data_ptr (GRAPH_BREAKS: it re-points a storage) cannot
+be in a full graph; they are checked to compile with a break.
 """
 
 import os
@@ -28,6 +29,12 @@ def r(*shape, dtype=torch.float32, seed=0):
 def ints(lo, hi, *shape, dtype=torch.int8, seed=0):
     g = torch.Generator().manual_seed(seed + sum(shape))
     return torch.randint(lo, hi, shape, generator=g, dtype=dtype)
+
+
+def _repoint_to_row_1(x):
+    dst = torch.empty(16, device=x.device)
+    torch_npu.npu_change_data_ptr(dst, x, 16)
+    return dst * 2
 
 
 def int4pack(values):
@@ -152,6 +159,12 @@ CASES = {
         lambda d: torch.ops.npu._npu_fused_infer_attention_score_get_max_workspace(
             z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d), z(1, 2, 6, 8, device=d), num_heads=2,
             input_layout="XYZ"), "npu_fused_infer_attention_score"),
+    "_npu_fused_infer_attention_score_out_": Case(
+        lambda q, k, v: _infer_attention_out(q, k, v),
+        lambda: qkv(s=1, kv_s=6, layout="BNSD"),
+        lambda d: torch_npu.npu_fused_infer_attention_score.out(
+            z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d), z(1, 2, 6, 8, device=d), num_heads=2,
+            input_layout="BNSD", out=[z(1, 2, 1, 7, device=d), z(1, 2, 1, 1, device=d)]), "attention_out must be"),
     # ------------------------------------------------------------------------------------------------ communication
     "npu_mm_all_reduce_base": Case(
         lambda a, b, hcom: torch_npu.npu_mm_all_reduce_base(a, b, hcom),
@@ -369,6 +382,7 @@ CASES = {
     "empty_with_swapped_memory": Case(
         lambda x: x + torch_npu.empty_with_swapped_memory((4, 16), device=x.device).zero_(), lambda: [r(4, 16)],
         lambda d: torch_npu.empty_with_swapped_memory((-1, 16), device=d), "negative dimension"),
+    "npu_change_data_ptr": Case(lambda x: _repoint_to_row_1(x), lambda: [r(4, 16)], None, None),
     "get_npu_format": Case(lambda x: x * torch_npu.get_npu_format(x), lambda: [r(4, 16)], None, None),
     "get_storage_size": Case(lambda x: x * torch_npu.get_storage_size(x), lambda: [r(4, 16)], None, None),
 }
@@ -377,6 +391,13 @@ CASES = {
 def _adam_in_place(var, m, v, g):
     torch.ops.npu._npu_apply_adam_w_(var, m, v, 0.9, 0.999, 1e-3, 0.01, 0.9, 0.999, 1e-8, g, None, False, False)
     return var, m, v
+
+
+def _infer_attention_out(q, k, v):
+    out = torch.empty_like(q)
+    lse = torch.empty(1, 2, 1, 1, device=q.device)
+    return torch_npu.npu_fused_infer_attention_score.out(q, k, v, num_heads=2, input_layout="BNSD",
+                                                         softmax_lse_flag=True, out=[out, lse])
 
 
 def _silu_in_place(x):
@@ -425,6 +446,9 @@ def flat(out):
 # Ops returning a Python int: Dynamo cannot put a non-tensor op result in a graph (its graph break gb0208), so
 # fullgraph=True refuses them; without it they compile with a break around the call.
 INT_RESULTS = {"get_npu_format", "get_storage_size"}
+# Ops a graph cannot hold: npu_change_data_ptr re-points a storage, which no traced graph can express (it has no
+# Meta kernel, as torch_npu's); Dynamo breaks the graph around it and the call runs eagerly.
+GRAPH_BREAKS = {"npu_change_data_ptr": "does not support running with fake tensors"}
 
 
 def test_every_registered_op_has_a_case():
@@ -439,11 +463,12 @@ def test_compiles_fullgraph_to_the_eager_result(name, request):
     if case.hcom:
         tensors.append(request.getfixturevalue("hcom"))
     torch._dynamo.reset()
-    if name in INT_RESULTS:
-        with pytest.raises(torch._dynamo.exc.Unsupported, match="returned non-Tensor"):
+    breaks = GRAPH_BREAKS.get(name) or ("returned non-Tensor" if name in INT_RESULTS else None)
+    if breaks:
+        with pytest.raises(torch._dynamo.exc.Unsupported, match=breaks):
             torch.compile(case.call, fullgraph=True, backend="aot_eager")(*tensors)
         torch._dynamo.reset()
-    compiled = torch.compile(case.call, fullgraph=name not in INT_RESULTS, backend="aot_eager")
+    compiled = torch.compile(case.call, fullgraph=breaks is None, backend="aot_eager")
     got, want = flat(compiled(*tensors)), flat(case.call(*tensors))
     assert len(got) == len(want)
     for g, w in zip(got, want):
