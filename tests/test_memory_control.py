@@ -276,7 +276,7 @@ print("pinned threads", len(os.listdir("/proc/self/task")) - threads)
 def test_alloc_conf_keys_of_torch_npu():
     default, configured = run_many([
         (ALLOC_CONF_PROBE, {}),
-        (ALLOC_CONF_PROBE, {"PYTORCH_NPU_ALLOC_CONF": "segment_size_mb:4,large_segment_size_mb:32,"
+        (ALLOC_CONF_PROBE, {"PYTORCH_NPU_ALLOC_CONF": "large_segment_size_mb:32,"
                                                       "per_process_memory_fraction:0.25,"
                                                       "roundup_power2_divisions:[2:1,8:4,>:2],"
                                                       "pinned_use_background_threads:True"}),
@@ -285,8 +285,8 @@ def test_alloc_conf_keys_of_torch_npu():
     assert default.lines[0] == "reserved 22", default.describe()  # 2 MiB small segment + 20 MiB large one
     assert default.lines[1] == f"rounded {MiB + 512} {3 * MiB + 512} {9 * MiB + 512}"
     assert default.lines[2:4] == ["fraction 1.0", "no OOM"]
-    # segment_size_mb / large_segment_size_mb: the segments small and large blocks are carved from.
-    assert configured.lines[0] == "reserved 36", configured.describe()
+    # large_segment_size_mb: the segments large blocks are carved from (small ones: 2 MiB, as torch_npu's).
+    assert configured.lines[0] == "reserved 34", configured.describe()
     # The list form as c10 reads it: 2:1 sets sizes below 4 MiB (512-byte rounding), 8:4 the sizes from 8 to 16 MiB
     # (4 divisions: 9 MiB + 1 takes 10 MiB), >:2 those above; 4 to 8 MiB, between two boundaries, keep 0.
     assert configured.lines[1] == f"rounded {MiB + 512} {3 * MiB + 512} {10 * MiB}"
@@ -298,6 +298,7 @@ def test_alloc_conf_keys_of_torch_npu():
 
 @pytest.mark.parametrize("conf,why", [
     ("segment_size_mb:0", "bad segment_size_mb"),
+    ("segment_size_mb:4", "20 to 512 MiB"),
     ("large_segment_size_mb:4", "bad large_segment_size_mb"),
     ("per_process_memory_fraction:1.5", "bad per_process_memory_fraction"),
     ("per_process_memory_fraction:x", "bad per_process_memory_fraction"),
@@ -314,6 +315,29 @@ def test_alloc_conf_malformed_keys_are_clear_errors(conf, why):
                    "except RuntimeError as e:\n    print(str(e).splitlines()[0])",
                    env={"PYTORCH_NPU_ALLOC_CONF": conf})
     assert "PYTORCH_NPU_ALLOC_CONF" in r.stdout and conf in r.stdout and why in r.stdout, r.describe()
+
+
+EXPANDABLE_PAGES_PROBE = """
+import torch, torch_npu
+MiB = 1 << 20
+x = torch.ones(8 * MiB, dtype=torch.uint8, device="npu")
+small = torch.ones(1000, dtype=torch.uint8, device="npu")
+print(torch.npu.memory_reserved() // MiB, x.sum().item() == 8 * MiB, small.sum().item())
+"""
+
+
+def test_expandable_segments_map_large_pool_pages_of_torch_npu_sizes():
+    # torch_npu's page of an expandable segment's large pool: large_segment_size_mb when set, else its deprecated
+    # segment_size_mb; softnpu's default, the runtime's 2 MiB. The small pool maps 2 MiB pages.
+    default, segment, both = run_many([
+        (EXPANDABLE_PAGES_PROBE, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}),
+        (EXPANDABLE_PAGES_PROBE, {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True,segment_size_mb:128"}),
+        (EXPANDABLE_PAGES_PROBE, {"PYTORCH_NPU_ALLOC_CONF":
+                                  "expandable_segments:True,segment_size_mb:50,large_segment_size_mb:100"}),
+    ])
+    assert default.lines == ["12 True 1000"], default.describe()  # 8 MiB + pad in 2 MiB pages (10), 2 MiB small
+    assert segment.lines == ["130 True 1000"], segment.describe()
+    assert both.lines == ["102 True 1000"], both.describe()
 
 
 FRAGMENTATION = """

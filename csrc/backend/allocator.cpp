@@ -43,6 +43,8 @@ constexpr size_t kBlockPad = 32;
 constexpr size_t kSmallSize = 1 << 20;       // requests up to this come from the small pool
 constexpr size_t kMinLargeAlloc = 10 << 20;  // larger requests get a segment of their own
 constexpr size_t kRoundLarge = 2 << 20;      // ... rounded to this
+constexpr size_t kSmallSegment = 2 << 20;    // the segments small blocks are carved from
+constexpr size_t kLargeSegment = 20 << 20;   // large_segment_size_mb's default
 
 struct BlockPool;
 struct PrivatePool;
@@ -165,7 +167,7 @@ size_t round_size(size_t size) {
 }
 
 size_t segment_size(size_t size) {
-  if (size <= kSmallSize) return allocator_config().small_segment_size;
+  if (size <= kSmallSize) return kSmallSegment;
   if (size < kMinLargeAlloc) return allocator_config().large_segment_size;
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
@@ -593,6 +595,16 @@ class DeviceAllocatorState {
     return block;
   }
 
+  // The pages an expandable segment of the large pool maps: torch_npu's large_segment_size_mb when set, else its
+  // deprecated segment_size_mb, else the runtime's granularity (torch_npu maps 20 MiB pages by default; softnpu keeps
+  // the runtime's 2 MiB, so reserved memory follows allocated memory closely). Whole multiples of the runtime's.
+  static size_t expandable_page(size_t runtime_granularity) {
+    const AllocatorConfig& cfg = allocator_config();
+    const size_t page = cfg.large_segment_size != kLargeSegment ? cfg.large_segment_size : cfg.segment_size;
+    if (page == 0) return runtime_granularity;
+    return (page + runtime_granularity - 1) / runtime_granularity * runtime_granularity;
+  }
+
   ExpandableSegment& segment_for(BlockPool& pool, snpuStream_t stream) {
     auto& slot = expandable_[{&pool, stream}];
     if (slot) return *slot;
@@ -603,6 +615,7 @@ class DeviceAllocatorState {
     snpuSetDevice(device_);
     snpuError_t err = snpuMemGetInfo(device_, &free_bytes, &total);
     if (err == snpuSuccess) err = snpuMemGetGranularity(&granularity);
+    if (err == snpuSuccess && !pool.is_small) granularity = expandable_page(granularity);
     // Addresses for the whole device: the segment can grow to its capacity.
     if (err == snpuSuccess) err = snpuMemAddressReserve(&base, (total + granularity - 1) / granularity * granularity);
     snpuSetDevice(prev);

@@ -1,7 +1,7 @@
 // The caching device allocator, in the manner of CUDA's (c10/cuda/CUDACachingAllocator) and torch_npu's:
 //
 //  - Requests are padded by 32 bytes (torch_npu's pad) and rounded (512 bytes, or PYTORCH_NPU_ALLOC_CONF roundup_power2_divisions per size range) and served
-//    from two pools: small (<= 1 MiB, carved from 2 MiB segments: segment_size_mb) and large (carved from 20 MiB
+//    from two pools: small (<= 1 MiB, carved from 2 MiB segments) and large (carved from 20 MiB
 //    segments: large_segment_size_mb, or an exact segment rounded to 2 MiB above 10 MiB). Blocks are split on allocation and merged with free neighbours on free.
 //  - Free lists are per stream. A block freed by the host goes back to its stream's free list at once: work queued
 //    later on that stream runs after the work that used the block, so reuse is safe without waiting. If the block was
@@ -16,7 +16,8 @@
 //  - set_per_process_memory_fraction caps the reserved memory of a device: beyond it, OutOfMemoryError.
 //  - PYTORCH_NO_NPU_MEMORY_CACHING=1: every block is a segment of its own, returned to the device when freed.
 //  - expandable_segments:True: one segment per stream and pool, an address range reserved from the runtime that grows
-//    by mapping pages (snpuMemMap); whole free pages are unmapped before it grows and on empty_cache.
+//    by mapping pages (snpuMemMap); whole free pages are unmapped before it grows and on empty_cache. The large pool's
+//    pages are large_segment_size_mb, else segment_size_mb (torch_npu's deprecated key), when set; else 2 MiB.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>

@@ -136,9 +136,10 @@ void parse_allocator_config(const std::string& text, AllocatorConfig& cfg, bool 
     } else if (key == "expandable_segments") {
       cfg.expandable_segments = to_bool(key, value);
     } else if (key == "segment_size_mb") {
+      // torch_npu's bounds. It warns that the key is deprecated; softnpu documents it (csrc/backend/allocator.h).
       const long long mb = to_int(key, value);
-      if (mb < 1 || mb > (1 << 20)) bad("bad segment_size_mb (a small segment holds blocks up to 1 MiB)");
-      cfg.small_segment_size = static_cast<size_t>(mb) << 20;
+      if (mb < 20 || mb > 512) bad("bad segment_size_mb (torch_npu's bounds: 20 to 512 MiB)");
+      cfg.segment_size = static_cast<size_t>(mb) << 20;
     } else if (key == "large_segment_size_mb") {
       const long long mb = to_int(key, value);
       if (mb < 10 || mb > (1 << 20)) bad("bad large_segment_size_mb (a large segment holds requests up to 10 MiB)");

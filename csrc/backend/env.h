@@ -20,7 +20,9 @@ struct AllocatorConfig {
   size_t max_non_split_rounding = 20 << 20;
   double garbage_collection_threshold = 0;  // fraction of capacity above which unused cached blocks are released
   size_t roundup_power2_divisions[kRoundupIntervals] = {};  // per interval; 0 or 1: 512-byte rounding
-  size_t small_segment_size = 2 << 20;   // segment_size_mb: the segments small (<= 1 MiB) blocks are carved from
+  // segment_size_mb (torch_npu's, deprecated there for large_segment_size_mb; 0: not set): the pages an expandable
+  // segment of the large pool maps, when large_segment_size_mb is not set.
+  size_t segment_size = 0;
   size_t large_segment_size = 20 << 20;  // large_segment_size_mb: the segments of large requests below 10 MiB
   double memory_fraction = 1;            // per_process_memory_fraction: the initial set_per_process_memory_fraction
   bool pinned_use_background_threads = false;  // completed pinned-memory uses are processed by a thread of their own
