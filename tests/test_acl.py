@@ -556,3 +556,26 @@ def test_unload_waits_for_queued_runs(device, models):
     run.model_id = acl.mdl.load_from_file(str(path))[0]
     run.close()
     ok(acl.rt.destroy_stream(stream))
+
+
+def test_event_timestamps_and_elapsed_time_agree(device):
+    """aclrtEventGetTimestamp: when an event's work completed (microseconds), consistent with aclrtEventElapsedTime."""
+    stream, ret = acl.rt.create_stream()
+    ok(ret)
+    (start, r1), (end, r2) = acl.rt.create_event(), acl.rt.create_event()
+    ok(r1), ok(r2)
+    ok(acl.rt.record_event(start, stream))
+    buf, ret = acl.rt.malloc(1 << 24, 0)
+    ok(ret)
+    ok(acl.rt.memset_async(buf, 1 << 24, 0, 1 << 24, stream))
+    ok(acl.rt.record_event(end, stream))
+    ok(acl.rt.synchronize_event(end))
+    (t0, r1), (t1, r2) = acl.rt.event_get_timestamp(start), acl.rt.event_get_timestamp(end)
+    ok(r1), ok(r2)
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    ok(ret)
+    assert 0 < t0 <= t1 and abs((t1 - t0) / 1000 - ms) < 0.01, (t0, t1, ms)
+    ok(acl.rt.free(buf))
+    for e in (start, end):
+        ok(acl.rt.destroy_event(e))
+    ok(acl.rt.destroy_stream(stream))

@@ -84,6 +84,7 @@ _SIGNATURES = {
     "aclrtStreamWaitEvent": (c_int, [c_ptr, c_ptr]),
     "aclrtSynchronizeEvent": (c_int, [c_ptr]),
     "aclrtEventElapsedTime": (c_int, [ctypes.POINTER(ctypes.c_float), c_ptr, c_ptr]),
+    "aclrtEventGetTimestamp": (c_int, [c_ptr, ctypes.POINTER(ctypes.c_uint64)]),
     "aclrtMalloc": (c_int, [ctypes.POINTER(c_ptr), c_size, c_int]),
     "aclrtFree": (c_int, [c_ptr]),
     "aclrtMallocHost": (c_int, [ctypes.POINTER(c_ptr), c_size]),

@@ -97,6 +97,13 @@ def event_elapsed_time(start, end):
     return _out(lib.aclrtEventElapsedTime, ctypes.c_float, start, end)
 
 
+def event_get_timestamp(event):
+    """(microseconds since the host started when the event's work completed, ret)."""
+    v = ctypes.c_uint64()
+    ret = lib.aclrtEventGetTimestamp(event, ctypes.byref(v))
+    return v.value, ret
+
+
 def malloc(size, policy):
     p, ret = _out(lib.aclrtMalloc, c_ptr, size, policy)
     return handle(p), ret

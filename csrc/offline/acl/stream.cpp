@@ -92,4 +92,15 @@ aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endE
   return ACL_SUCCESS;
 }
 
+aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t* timestamp) {
+  ACL_REQUIRE_INIT("aclrtEventGetTimestamp");
+  if (!event || !timestamp)
+    return fail(ACL_ERROR_INVALID_PARAM, "aclrtEventGetTimestamp: event and timestamp must not be null");
+  auto e = snpuEventGetTimestamp(as_event(event), timestamp);
+  if (e == snpuErrorNotReady)
+    return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE, "aclrtEventGetTimestamp: the event has not completed yet");
+  if (e) return runtime_error(e, "aclrtEventGetTimestamp");
+  return ACL_SUCCESS;
+}
+
 }
