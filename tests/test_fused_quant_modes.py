@@ -393,3 +393,20 @@ def test_new_modes_trace_without_graph_breaks():
 
     got, want = torch.compile(mx, backend="eager", fullgraph=True)(x), mx(x)
     assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8)) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("mode", [1, 3])
+def test_fused_infer_attention_per_token_antiquant_with_left_padding(mode):
+    # kv_padding_size: each batch's tokens end kv_padding_size rows before KV_S; a per-token scale belongs to its
+    # cache row, so it follows the row wherever the padding puts it.
+    q, k8, v8 = antiquant_case(skv=24)
+    b, n2, skv, _ = k8.shape
+    g = torch.Generator().manual_seed(mode + 10)
+    shape = (b, skv) if mode == 1 else (b, n2, skv)
+    ks, vs = (torch.rand(shape, generator=g) * 0.02 for _ in range(2))
+    view = (lambda t: t[:, None, :, None]) if mode == 1 else (lambda t: t[..., None])  # noqa: E731
+    dk, dv = dequantized(k8, view(ks), 0.0), dequantized(v8, view(vs), 0.0)
+    pad = dict(kv_padding_size=torch.tensor([3, 5]), actual_seq_lengths_kv=[15, 19])
+    got = fia(q, k8, v8, key_antiquant_scale=ks, value_antiquant_scale=vs, key_antiquant_mode=mode,
+              value_antiquant_mode=mode, **pad)
+    assert torch.equal(got, fia(q, dk, dv, **pad))

@@ -534,10 +534,11 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto kv_starts = left_starts(c.kv_padding, p.kvlen, p.skv, c.op);
   at::Tensor q = rotate_rows(p.varlen ? pad_varlen(c.q, p.in, p.qlen, p.sq) : to_bnsd(c.q, p.in, p.n), q_starts,
                              false);
-  at::Tensor k = dequantize(rotate_rows(kv_bnsd(c.k, c, p), kv_starts, false), c.key_scale, c.key_offset, c, p,
-                            p.dq, c.key_mode, dtype);
-  at::Tensor v = dequantize(rotate_rows(kv_bnsd(c.v, c, p), kv_starts, false), c.value_scale, c.value_offset, c, p,
-                            p.dv, c.value_mode, dtype);
+  // Dequantized before the rotation: a per-token scale belongs to its cache row.
+  at::Tensor k = rotate_rows(dequantize(kv_bnsd(c.k, c, p), c.key_scale, c.key_offset, c, p, p.dq, c.key_mode, dtype),
+                             kv_starts, false);
+  at::Tensor v = rotate_rows(
+      dequantize(kv_bnsd(c.v, c, p), c.value_scale, c.value_offset, c, p, p.dv, c.value_mode, dtype), kv_starts, false);
   q = dense_float(q);
   if (given(c.query_rope)) {  // MLA: the rope parts join the scores, q k^T + q_rope k_rope^T
     const at::Tensor qr = p.varlen ? pad_varlen(*c.query_rope, p.in, p.qlen, p.sq) : to_bnsd(*c.query_rope, p.in, p.n);
