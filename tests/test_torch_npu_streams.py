@@ -37,6 +37,7 @@ def test_stream_ids_are_torch_npus():
     assert torch.npu.Stream(priority=-1).priority == -1 and torch.npu.Stream(priority=3).priority == 0
     sync_ids = {torch.npu.Stream(is_sync_launch=True).stream_id for _ in range(8)}
     assert sync_ids == {64, 65, 66, 67}
+    assert torch_npu.npu.SyncLaunchStream().stream_id in sync_ids
     s = torch.npu.Stream(is_sync_launch=True)
     with pytest.raises(RuntimeError, match="sync launch stream index"):
         torch.npu.Stream(stream_id=s.stream_id + 4, device_index=s.device_index, device_type=s.device_type)

@@ -278,7 +278,13 @@ class SyncLaunchStream(Stream):
     """torch_npu's SyncLaunchStream: a stream whose launches bypass torch_npu's task queue (the host thread that
     feeds ACL's streams in the background) and reach the device stream from the calling thread. softnpu has no such
     queue: every launch reaches the runtime's stream from the calling thread, so a SyncLaunchStream is an ordinary
-    stream of the pool, asynchronous to the host as Ascend's device streams are, and usable wherever a Stream is."""
+    stream of torch_npu's sync-launch pool (Stream(is_sync_launch=True): ids 64 to 67), asynchronous to the host as
+    Ascend's device streams are, and usable wherever a Stream is."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=device, priority=priority, is_sync_launch=True)
 
     def __repr__(self) -> str:
         return f"<torch_npu.npu.SyncLaunchStream device={self.device} stream_id={self.stream_id}>"
