@@ -341,15 +341,14 @@ def test_fused_infer_attention_out_overload_and_workspace():
     workspace = torch.ops.npu._npu_fused_infer_attention_score_get_max_workspace(q.npu(), k.npu(), v.npu(), **kwargs)
     assert workspace.device.type == "npu" and workspace.dtype == torch.uint8
     out, lse = torch.empty(2, 4, 1, 16, dtype=torch.float16).npu(), torch.empty(2, 4, 1, 1).npu()
-    got = torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), workspace=workspace,
-                                                            attention_out=out, softmax_lse=lse, **kwargs)
+    got = torch_npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), workspace=workspace,
+                                                         out=[out, lse], **kwargs)
     assert got[0] is out and got[1] is lse
     want_out, want_lse = torch_npu.npu_fused_infer_attention_score(q, k, v, **kwargs)
     torch.testing.assert_close(out.cpu(), want_out)
     torch.testing.assert_close(lse.cpu(), want_lse)
     with pytest.raises(RuntimeError, match="attention_out must be"):
-        torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), attention_out=out[:1],
-                                                          softmax_lse=lse, **kwargs)
+        torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), out=[out[:1], lse], **kwargs)
 
 
 def test_fused_infer_attention_decode_ignores_actual_seq_lengths():

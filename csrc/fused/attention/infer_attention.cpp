@@ -51,7 +51,10 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
         "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
         "bool softmax_lse_flag=False) -> (Tensor, Tensor)");
-  // vLLM-Ascend's graph capture: the outputs written into tensors allocated beforehand, with a workspace.
+  // vLLM-Ascend's graph capture: the outputs written into tensors allocated beforehand (out=[attention_out,
+  // softmax_lse]), with a workspace. The schema torch_npu registers for several outputs (its torchnpugen turns them
+  // into one `Tensor[] out`); a composite over _npu_fused_infer_attention_score_out_, which returns nothing (so
+  // torch.compile can functionalize it).
   m.def("npu_fused_infer_attention_score.out(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
         "Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
         "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
@@ -64,8 +67,21 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
         "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
         "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
+        "bool softmax_lse_flag=False, Tensor? workspace=None, Tensor[] out) -> (Tensor, Tensor)");
+  m.def("_npu_fused_infer_attention_score_out_(Tensor query, Tensor key, Tensor value, *, Tensor? pse_shift=None, "
+        "Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, SymInt[]? actual_seq_lengths_kv=None, "
+        "Tensor? dequant_scale1=None, Tensor? quant_scale1=None, Tensor? dequant_scale2=None, "
+        "Tensor? quant_scale2=None, Tensor? quant_offset2=None, Tensor? antiquant_scale=None, "
+        "Tensor? antiquant_offset=None, Tensor? key_antiquant_scale=None, Tensor? key_antiquant_offset=None, "
+        "Tensor? value_antiquant_scale=None, Tensor? value_antiquant_offset=None, Tensor? block_table=None, "
+        "Tensor? query_padding_size=None, Tensor? kv_padding_size=None, Tensor? key_shared_prefix=None, "
+        "Tensor? value_shared_prefix=None, SymInt[]? actual_shared_prefix_len=None, Tensor? query_rope=None, "
+        "Tensor? key_rope=None, Tensor? key_rope_antiquant_scale=None, int num_heads=1, float scale=1.0, "
+        "int pre_tokens=2147483647, int next_tokens=2147483647, str input_layout=\"BSH\", "
+        "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
+        "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
         "bool softmax_lse_flag=False, Tensor? workspace=None, Tensor(a!) attention_out, Tensor(b!) softmax_lse) "
-        "-> (Tensor(a!), Tensor(b!))");
+        "-> ()");
   m.def("_npu_fused_infer_attention_score_get_max_workspace(Tensor query, Tensor key, Tensor value, *, "
         "Tensor? pse_shift=None, Tensor? atten_mask=None, SymInt[]? actual_seq_lengths=None, "
         "SymInt[]? actual_seq_lengths_kv=None, Tensor? dequant_scale1=None, Tensor? quant_scale1=None, "
@@ -872,26 +888,34 @@ void check_outs(const at::Tensor& out, const at::Tensor& lse, const Call& c, con
   TORCH_CHECK(out.sizes() == c10::IntArrayRef(out_shape(p)) && out.scalar_type() == out_dtype(c), c.op,
               ": attention_out must be ", out_dtype(c), " of shape ", c10::IntArrayRef(out_shape(p)), ", got ",
               out.scalar_type(), " ", out.sizes());
-  TORCH_CHECK(lse.sizes() == c10::IntArrayRef(lse_shape(c, p)) && lse.scalar_type() == at::kFloat, c.op,
-              ": softmax_lse must be float32 of shape ", c10::IntArrayRef(lse_shape(c, p)), ", got ",
-              lse.scalar_type(), " ", lse.sizes());
+  // Without softmax_lse_flag it is the [1] placeholder, of any floating dtype (torch_npu's callers pass query's).
+  TORCH_CHECK(lse.sizes() == c10::IntArrayRef(lse_shape(c, p)) &&
+                  (c.lse ? lse.scalar_type() == at::kFloat : at::isFloatingType(lse.scalar_type())),
+              c.op, ": softmax_lse must be ", c.lse ? "float32" : "floating", " of shape ",
+              c10::IntArrayRef(lse_shape(c, p)), ", got ", lse.scalar_type(), " ", lse.sizes());
 }
 
-std::tuple<at::Tensor&, at::Tensor&> fused_out_meta(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out,
-                                                    at::Tensor& lse) {
+void fused_out_meta(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out, at::Tensor& lse) {
   const Call c = fused_call(FUSED_INFER_ARGS);
   check_outs(out, lse, c, describe(c, kFusedLayouts));
-  return {out, lse};
 }
 
-std::tuple<at::Tensor&, at::Tensor&> fused_out_cpu(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out,
-                                                   at::Tensor& lse) {
+void fused_out_cpu(FUSED_INFER_PARAMS, const Opt& workspace, at::Tensor& out, at::Tensor& lse) {
   const Call c = fused_call(FUSED_INFER_ARGS);
   const Problem p = describe(c, kFusedLayouts);
   check_outs(out, lse, c, p);
   const auto [o, l] = attend(c, p);
   out.copy_(finish(c, p, o));
   lse.copy_(lse_output(c, p, l));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_out(FUSED_INFER_PARAMS, const Opt& workspace, at::TensorList outs) {
+  TORCH_CHECK(outs.size() == 2, "npu_fused_infer_attention_score: out must be [attention_out, softmax_lse], got ",
+              outs.size(), " tensors");
+  at::Tensor out = outs[0], lse = outs[1];
+  static const auto op = npu_op<void(FUSED_INFER_PARAMS, const Opt&, at::Tensor&, at::Tensor&)>(
+      "npu::_npu_fused_infer_attention_score_out_");
+  op.call(FUSED_INFER_ARGS, workspace, out, lse);
   return {out, lse};
 }
 
@@ -908,19 +932,21 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
   m.impl("npu_prompt_flash_attention", prompt_meta);
   m.impl("npu_incre_flash_attention", incre_meta);
   m.impl("npu_fused_infer_attention_score", fused_meta);
-  m.impl("npu_fused_infer_attention_score.out", fused_out_meta);
+  m.impl("_npu_fused_infer_attention_score_out_", fused_out_meta);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_prompt_flash_attention", prompt_cpu);
   m.impl("npu_incre_flash_attention", incre_cpu);
   m.impl("npu_fused_infer_attention_score", fused_cpu);
-  m.impl("npu_fused_infer_attention_score.out", fused_out_cpu);
+  m.impl("_npu_fused_infer_attention_score_out_", fused_out_cpu);
 }
 
 // No computation, any device: the (empty) workspace is allocated on the query's.
 TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
   m.impl("_npu_fused_infer_attention_score_get_max_workspace", max_workspace);
 }
+
+TORCH_LIBRARY_IMPL(npu, CompositeImplicitAutograd, m) { m.impl("npu_fused_infer_attention_score.out", fused_out); }
 
 }  // namespace softnpu::fused
