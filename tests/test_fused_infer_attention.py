@@ -351,6 +351,17 @@ def test_fused_infer_attention_out_overload_and_workspace():
         torch.ops.npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), out=[out[:1], lse], **kwargs)
 
 
+def test_fused_infer_attention_out_without_lse_takes_a_placeholder():
+    # torch_npu's graph-capture callers pass a [1] softmax_lse of the query's dtype when softmax_lse_flag is off.
+    q, k, v = qkv(b=1, n=2, n2=2, sq=1, skv=6)
+    kwargs = dict(num_heads=2, input_layout="BNSD", scale=0.5)
+    out, lse = torch.empty(1, 2, 1, 16, dtype=torch.float16).npu(), torch.full((1,), 7.0, dtype=torch.float16).npu()
+    torch_npu.npu_fused_infer_attention_score.out(q.npu(), k.npu(), v.npu(), out=[out, lse], **kwargs)
+    want_out, want_lse = torch_npu.npu_fused_infer_attention_score(q, k, v, **kwargs)
+    torch.testing.assert_close(out.cpu(), want_out)
+    assert lse.cpu().tolist() == [0.0] and want_lse.tolist() == [0.0]
+
+
 def test_fused_infer_attention_decode_ignores_actual_seq_lengths():
     # torch_npu: in decode (Q_S = 1) outside TND actual_seq_lengths has no effect, whatever its values.
     q, k, v = qkv(b=2, n=4, n2=2, sq=1, skv=9)
