@@ -433,3 +433,39 @@ def test_fused_infer_attention_left_padding():
     with pytest.raises(RuntimeError, match="needs actual_seq_lengths_kv"):
         torch_npu.npu_fused_infer_attention_score(q.npu(), k.npu(), v.npu(), num_heads=n, input_layout="BNSD",
                                                   kv_padding_size=torch.tensor([1]).npu())
+
+
+def paged_reference(q, kc, vc, table, lens, scale, kv_heads):
+    out = []
+    for i, n in enumerate(lens.tolist()):
+        pos = torch.arange(n)
+        blocks, slots = table[i].long()[pos // kc.shape[1]], pos % kc.shape[1]
+        k, v = kc[blocks, slots].double(), vc[blocks, slots].double()  # [n, KV_N, D]
+        qi = q[i].double().view(kv_heads, -1, q.shape[-1])
+        p = torch.softmax(torch.einsum("kgd,lkd->kgl", qi, k) * scale, -1)
+        out.append(torch.einsum("kgl,lkd->kgd", p, v).reshape(q.shape[1], -1))
+    return torch.stack(out)
+
+
+def test_paged_attention_and_its_graph_update():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(3, 8, 32, generator=g).half()
+    kc, vc = torch.randn(16, 4, 2, 32, generator=g).half(), torch.randn(16, 4, 2, 16, generator=g).half()
+    table = torch.randint(0, 16, (3, 5), generator=g, dtype=torch.int32)
+    lens = torch.tensor([20, 1, 9], dtype=torch.int32)
+    args = [t.npu() for t in (q, kc, vc)]
+    out = torch.zeros(3, 8, 16, dtype=torch.half).npu()
+    torch_npu._npu_paged_attention(*args, 2, 8, 0.2, table.npu(), lens, out)
+    torch.testing.assert_close(out.cpu().double(), paged_reference(q, kc, vc, table, lens, 0.2, 2), atol=3e-3, rtol=3e-3)
+    with pytest.raises(RuntimeError, match="context_lens"):
+        torch_npu._npu_paged_attention(*args, 2, 8, 0.2, table.npu(), torch.tensor([21, 1, 1]), out)
+
+    graph_out, device_table = torch.zeros_like(out), table.npu()
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, stream=torch.npu.Stream(), auto_dispatch_capture=True):
+        torch_npu._npu_paged_attention(*args, 2, 8, 0.2, device_table, lens, graph_out)
+    new_lens = torch.tensor([3, 17, 5], dtype=torch.int32)
+    graph.update(cpu_update_input=[{"context_lens": new_lens}])
+    graph.replay()
+    torch.testing.assert_close(graph_out.cpu().double(), paged_reference(q, kc, vc, table, new_lens, 0.2, 2),
+                               atol=3e-3, rtol=3e-3)

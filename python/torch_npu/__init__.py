@@ -12,15 +12,17 @@ from softnpu.npu.memory import _erase_stream as erase_stream
 # which softnpu does not have). Each has a docstring, as torch_npu's.
 __all__ = ["erase_stream", *softnpu.fused.__all__]
 
-# As torch_npu exports every op of the npu namespace, its private ones are attributes too (not in __all__):
-# torch_npu._npu_fused_infer_attention_score_get_max_workspace, which graph-capture code calls.
+# As torch_npu exports every op of the npu namespace, and its ATB ops (the atb namespace), the private ones are
+# attributes too (not in __all__): torch_npu._npu_fused_infer_attention_score_get_max_workspace, which graph-capture
+# code calls, torch_npu._npu_paged_attention (vLLM-Ascend's).
 import torch as _torch  # noqa: E402
 
 for _qualified in _torch._C._dispatch_get_all_op_names():
-    if _qualified.startswith("npu::_"):
-        _op = _qualified[len("npu::"):].split(".")[0]
-        globals().setdefault(_op, getattr(_torch.ops.npu, _op))
-del _qualified, _op
+    _namespace, _, _op = _qualified.partition("::")
+    if _namespace in ("npu", "atb") and _op.startswith("_"):
+        _op = _op.split(".")[0]
+        globals().setdefault(_op, getattr(getattr(_torch.ops, _namespace), _op))
+del _qualified, _namespace, _op
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.
