@@ -165,6 +165,27 @@ CASES = {
         lambda d: torch_npu.npu_fused_infer_attention_score.out(
             z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d), z(1, 2, 6, 8, device=d), num_heads=2,
             input_layout="BNSD", out=[z(1, 2, 1, 7, device=d), z(1, 2, 1, 1, device=d)]), "attention_out must be"),
+    "npu_fused_infer_attention_score_v2": Case(
+        lambda q, k, v: torch_npu.npu_fused_infer_attention_score_v2(q, k, v, num_query_heads=2, input_layout="BNSD",
+                                                                     actual_seq_kvlen=[5], return_softmax_lse=True),
+        lambda: qkv(s=1, kv_s=6, layout="BNSD"),
+        lambda d: torch_npu.npu_fused_infer_attention_score_v2(z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d),
+                                                               z(1, 2, 6, 8, device=d), num_query_heads=2,
+                                                               input_layout="BNSD", query_quant_mode=1),
+        "npu_fused_infer_attention_score_v2: query_quant_mode"),
+    "_npu_fused_infer_attention_score_v2_get_max_workspace": Case(
+        lambda q, k, v: torch.ops.npu._npu_fused_infer_attention_score_v2_get_max_workspace(
+            q, k, v, num_query_heads=2, input_layout="BNSD"),
+        lambda: qkv(s=1, kv_s=6, layout="BNSD"),
+        lambda d: torch.ops.npu._npu_fused_infer_attention_score_v2_get_max_workspace(
+            z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d), z(1, 2, 6, 8, device=d), num_query_heads=2,
+            input_layout="XYZ"), "npu_fused_infer_attention_score_v2"),
+    "_npu_fused_infer_attention_score_v2_out_": Case(
+        lambda q, k, v: _infer_attention_v2_out(q, k, v),
+        lambda: qkv(s=1, kv_s=6, layout="BNSD"),
+        lambda d: torch_npu.npu_fused_infer_attention_score_v2.out(
+            z(1, 2, 1, 8, device=d), z(1, 2, 6, 8, device=d), z(1, 2, 6, 8, device=d), num_query_heads=2,
+            input_layout="BNSD", out=[z(1, 2, 1, 7, device=d), z(1, 2, 1, 1, device=d)]), "attention_out must be"),
     # ------------------------------------------------------------------------------------------------ communication
     "npu_mm_all_reduce_base": Case(
         lambda a, b, hcom: torch_npu.npu_mm_all_reduce_base(a, b, hcom),
@@ -398,6 +419,13 @@ def _infer_attention_out(q, k, v):
     lse = torch.empty(1, 2, 1, 1, device=q.device)
     return torch_npu.npu_fused_infer_attention_score.out(q, k, v, num_heads=2, input_layout="BNSD",
                                                          softmax_lse_flag=True, out=[out, lse])
+
+
+def _infer_attention_v2_out(q, k, v):
+    out = torch.empty_like(q)
+    lse = torch.empty(1, 2, 1, 1, device=q.device)
+    return torch_npu.npu_fused_infer_attention_score_v2.out(q, k, v, num_query_heads=2, input_layout="BNSD",
+                                                            return_softmax_lse=True, out=[out, lse])
 
 
 def _silu_in_place(x):

@@ -95,6 +95,30 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int num_key_value_heads=0, int sparse_mode=0, int inner_precise=0, int block_size=0, "
         "int antiquant_mode=0, int key_antiquant_mode=0, int value_antiquant_mode=0, "
         "bool softmax_lse_flag=False) -> Tensor");
+  // npu_fused_infer_attention_score_v2: the same computation with torch_npu's renamed and reordered arguments
+  // (actual_seq_qlen, num_query_heads, softmax_scale, return_softmax_lse, dequant_*/quant_*_out for antiquant and
+  // the int8 output); its .out overload, in-place kernel and workspace query as v1's.
+#define SOFTNPU_FIA_V2_ARGS                                                                                       \
+  "Tensor query, Tensor key, Tensor value, *, Tensor? query_rope=None, Tensor? key_rope=None, "                   \
+  "Tensor? pse_shift=None, Tensor? atten_mask=None, SymInt[]? actual_seq_qlen=None, "                            \
+  "SymInt[]? actual_seq_kvlen=None, Tensor? block_table=None, Tensor? dequant_scale_query=None, "                \
+  "Tensor? dequant_scale_key=None, Tensor? dequant_offset_key=None, Tensor? dequant_scale_value=None, "          \
+  "Tensor? dequant_offset_value=None, Tensor? dequant_scale_key_rope=None, Tensor? quant_scale_out=None, "       \
+  "Tensor? quant_offset_out=None, Tensor? quant_scale_p=None, Tensor? learnable_sink=None, "                     \
+  "int num_query_heads=1, int num_key_value_heads=0, float softmax_scale=1.0, int pre_tokens=2147483647, "       \
+  "int next_tokens=2147483647, str input_layout=\"BSH\", int sparse_mode=0, int block_size=0, "                  \
+  "int query_quant_mode=0, int key_quant_mode=0, int value_quant_mode=0, int inner_precise=0, "                  \
+  "bool return_softmax_lse=False, int? query_dtype=None, int? key_dtype=None, int? value_dtype=None, "           \
+  "int? query_rope_dtype=None, int? key_rope_dtype=None, int? key_shared_prefix_dtype=None, "                    \
+  "int? value_shared_prefix_dtype=None, int? dequant_scale_query_dtype=None, int? dequant_scale_key_dtype=None, " \
+  "int? dequant_scale_value_dtype=None, int? dequant_scale_key_rope_dtype=None, int? out_dtype=None"
+  m.def("npu_fused_infer_attention_score_v2(" SOFTNPU_FIA_V2_ARGS ") -> (Tensor, Tensor)");
+  m.def("npu_fused_infer_attention_score_v2.out(" SOFTNPU_FIA_V2_ARGS
+        ", Tensor? workspace=None, Tensor[] out) -> (Tensor, Tensor)");
+  m.def("_npu_fused_infer_attention_score_v2_out_(" SOFTNPU_FIA_V2_ARGS
+        ", Tensor? workspace=None, Tensor(a!) attention_out, Tensor(b!) softmax_lse) -> ()");
+  m.def("_npu_fused_infer_attention_score_v2_get_max_workspace(" SOFTNPU_FIA_V2_ARGS ") -> Tensor");
+#undef SOFTNPU_FIA_V2_ARGS
 }
 
 namespace softnpu::fused {
@@ -821,8 +845,7 @@ at::Tensor incre_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
       sparse_mode, inner_precise, block_size, antiquant_mode, key_antiquant_mode, value_antiquant_mode,           \
       softmax_lse_flag
 
-Call fused_call(FUSED_INFER_PARAMS) {
-  constexpr const char* op = "npu_fused_infer_attention_score";
+Call fused_call_of(const char* op, FUSED_INFER_PARAMS) {
   refuse(dequant_scale1, "dequant_scale1 (int8 query/key/value)", op);
   refuse(quant_scale1, "quant_scale1 (int8 query/key/value)", op);
   refuse(dequant_scale2, "dequant_scale2 (int8 query/key/value)", op);
@@ -867,6 +890,8 @@ Call fused_call(FUSED_INFER_PARAMS) {
   c.kv_padding = kv_padding_size;
   return c;
 }
+
+Call fused_call(FUSED_INFER_PARAMS) { return fused_call_of("npu_fused_infer_attention_score", FUSED_INFER_ARGS); }
 
 std::tuple<at::Tensor, at::Tensor> fused_meta(FUSED_INFER_PARAMS) {
   const Call c = fused_call(FUSED_INFER_ARGS);
@@ -926,6 +951,113 @@ at::Tensor max_workspace(FUSED_INFER_PARAMS) {
   return at::empty({0}, q.options().dtype(at::kByte));
 }
 
+// ------------------------------------------------------------------------------------------------ v2
+
+#define FIA_V2_PARAMS                                                                                             \
+  const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const Opt &query_rope, const Opt &key_rope,      \
+      const Opt &pse_shift, const Opt &atten_mask, at::OptionalSymIntArrayRef actual_seq_qlen,                    \
+      at::OptionalSymIntArrayRef actual_seq_kvlen, const Opt &block_table, const Opt &dequant_scale_query,        \
+      const Opt &dequant_scale_key, const Opt &dequant_offset_key, const Opt &dequant_scale_value,                \
+      const Opt &dequant_offset_value, const Opt &dequant_scale_key_rope, const Opt &quant_scale_out,             \
+      const Opt &quant_offset_out, const Opt &quant_scale_p, const Opt &learnable_sink, int64_t num_query_heads,  \
+      int64_t num_key_value_heads, double softmax_scale, int64_t pre_tokens, int64_t next_tokens,                 \
+      c10::string_view input_layout, int64_t sparse_mode, int64_t block_size, int64_t query_quant_mode,           \
+      int64_t key_quant_mode, int64_t value_quant_mode, int64_t inner_precise, bool return_softmax_lse,            \
+      std::optional<int64_t> query_dtype, std::optional<int64_t> key_dtype, std::optional<int64_t> value_dtype,   \
+      std::optional<int64_t> query_rope_dtype, std::optional<int64_t> key_rope_dtype,                             \
+      std::optional<int64_t> key_shared_prefix_dtype, std::optional<int64_t> value_shared_prefix_dtype,           \
+      std::optional<int64_t> dequant_scale_query_dtype, std::optional<int64_t> dequant_scale_key_dtype,           \
+      std::optional<int64_t> dequant_scale_value_dtype, std::optional<int64_t> dequant_scale_key_rope_dtype,      \
+      std::optional<int64_t> out_dtype_code
+
+#define FIA_V2_ARGS                                                                                               \
+  q, k, v, query_rope, key_rope, pse_shift, atten_mask, actual_seq_qlen, actual_seq_kvlen, block_table,           \
+      dequant_scale_query, dequant_scale_key, dequant_offset_key, dequant_scale_value, dequant_offset_value,      \
+      dequant_scale_key_rope, quant_scale_out, quant_offset_out, quant_scale_p, learnable_sink, num_query_heads,  \
+      num_key_value_heads, softmax_scale, pre_tokens, next_tokens, input_layout, sparse_mode, block_size,         \
+      query_quant_mode, key_quant_mode, value_quant_mode, inner_precise, return_softmax_lse, query_dtype,         \
+      key_dtype, value_dtype, query_rope_dtype, key_rope_dtype, key_shared_prefix_dtype,                          \
+      value_shared_prefix_dtype, dequant_scale_query_dtype, dequant_scale_key_dtype, dequant_scale_value_dtype,   \
+      dequant_scale_key_rope_dtype, out_dtype_code
+
+// v2's arguments as v1's call: dequant_scale_key/value (and offsets) are v1's key/value_antiquant_scale (offset) with
+// key/value_quant_mode as their modes, quant_scale_out/quant_offset_out the int8 output's quant_scale2/offset2.
+// What v1 has no counterpart for here (int8 or fp8 queries, a learnable sink, the *_dtype overrides of torch_npu's
+// low-bit dtypes that torch has no type for) is refused by name.
+Call fused_v2_call(FIA_V2_PARAMS) {
+  constexpr const char* op = "npu_fused_infer_attention_score_v2";
+  refuse(dequant_scale_query, "dequant_scale_query (quantized query)", op);
+  refuse(quant_scale_p, "quant_scale_p (quantized query/key/value)", op);
+  refuse(learnable_sink, "learnable_sink", op);
+  TORCH_CHECK(query_quant_mode == 0, op, ": query_quant_mode must be 0 (a floating query), got ", query_quant_mode);
+  const std::pair<const char*, std::optional<int64_t>> dtypes[] = {
+      {"query_dtype", query_dtype},
+      {"key_dtype", key_dtype},
+      {"value_dtype", value_dtype},
+      {"query_rope_dtype", query_rope_dtype},
+      {"key_rope_dtype", key_rope_dtype},
+      {"key_shared_prefix_dtype", key_shared_prefix_dtype},
+      {"value_shared_prefix_dtype", value_shared_prefix_dtype},
+      {"dequant_scale_query_dtype", dequant_scale_query_dtype},
+      {"dequant_scale_key_dtype", dequant_scale_key_dtype},
+      {"dequant_scale_value_dtype", dequant_scale_value_dtype},
+      {"dequant_scale_key_rope_dtype", dequant_scale_key_rope_dtype},
+      {"out_dtype", out_dtype_code}};
+  for (const auto& [name, value] : dtypes)
+    TORCH_CHECK(!value, op, ": ", name, " (a dtype torch has no type for) is not supported here");
+  const Opt none;
+  return fused_call_of(op, q, k, v, pse_shift, atten_mask, actual_seq_qlen, actual_seq_kvlen, none, none, none,
+                       quant_scale_out, quant_offset_out, none, none, dequant_scale_key, dequant_offset_key,
+                       dequant_scale_value, dequant_offset_value, block_table, none, none, none, none, std::nullopt,
+                       query_rope, key_rope, dequant_scale_key_rope, num_query_heads, softmax_scale, pre_tokens,
+                       next_tokens, input_layout, num_key_value_heads, sparse_mode, inner_precise, block_size, 0,
+                       key_quant_mode, value_quant_mode, return_softmax_lse);
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_v2_meta(FIA_V2_PARAMS) {
+  const Call c = fused_v2_call(FIA_V2_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  return {at::empty(out_shape(p), q.options().dtype(out_dtype(c))),
+          at::empty(lse_shape(c, p), q.options().dtype(at::kFloat))};
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_v2_cpu(FIA_V2_PARAMS) {
+  const Call c = fused_v2_call(FIA_V2_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  const auto [out, lse] = attend(c, p);
+  return {finish(c, p, out), lse_output(c, p, lse)};
+}
+
+void fused_v2_out_meta(FIA_V2_PARAMS, const Opt& workspace, at::Tensor& out, at::Tensor& lse) {
+  const Call c = fused_v2_call(FIA_V2_ARGS);
+  check_outs(out, lse, c, describe(c, kFusedLayouts));
+}
+
+void fused_v2_out_cpu(FIA_V2_PARAMS, const Opt& workspace, at::Tensor& out, at::Tensor& lse) {
+  const Call c = fused_v2_call(FIA_V2_ARGS);
+  const Problem p = describe(c, kFusedLayouts);
+  check_outs(out, lse, c, p);
+  const auto [o, l] = attend(c, p);
+  out.copy_(finish(c, p, o));
+  lse.copy_(lse_output(c, p, l));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_v2_out(FIA_V2_PARAMS, const Opt& workspace, at::TensorList outs) {
+  TORCH_CHECK(outs.size() == 2, "npu_fused_infer_attention_score_v2: out must be [attention_out, softmax_lse], got ",
+              outs.size(), " tensors");
+  at::Tensor out = outs[0], lse = outs[1];
+  static const auto op = npu_op<void(FIA_V2_PARAMS, const Opt&, at::Tensor&, at::Tensor&)>(
+      "npu::_npu_fused_infer_attention_score_v2_out_");
+  op.call(FIA_V2_ARGS, workspace, out, lse);
+  return {out, lse};
+}
+
+at::Tensor max_workspace_v2(FIA_V2_PARAMS) {
+  const Call c = fused_v2_call(FIA_V2_ARGS);
+  describe(c, kFusedLayouts);
+  return at::empty({0}, q.options().dtype(at::kByte));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(npu, Meta, m) {
@@ -933,6 +1065,8 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
   m.impl("npu_incre_flash_attention", incre_meta);
   m.impl("npu_fused_infer_attention_score", fused_meta);
   m.impl("_npu_fused_infer_attention_score_out_", fused_out_meta);
+  m.impl("npu_fused_infer_attention_score_v2", fused_v2_meta);
+  m.impl("_npu_fused_infer_attention_score_v2_out_", fused_v2_out_meta);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
@@ -940,13 +1074,19 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_incre_flash_attention", incre_cpu);
   m.impl("npu_fused_infer_attention_score", fused_cpu);
   m.impl("_npu_fused_infer_attention_score_out_", fused_out_cpu);
+  m.impl("npu_fused_infer_attention_score_v2", fused_v2_cpu);
+  m.impl("_npu_fused_infer_attention_score_v2_out_", fused_v2_out_cpu);
 }
 
 // No computation, any device: the (empty) workspace is allocated on the query's.
 TORCH_LIBRARY_IMPL(npu, CompositeExplicitAutograd, m) {
   m.impl("_npu_fused_infer_attention_score_get_max_workspace", max_workspace);
+  m.impl("_npu_fused_infer_attention_score_v2_get_max_workspace", max_workspace_v2);
 }
 
-TORCH_LIBRARY_IMPL(npu, CompositeImplicitAutograd, m) { m.impl("npu_fused_infer_attention_score.out", fused_out); }
+TORCH_LIBRARY_IMPL(npu, CompositeImplicitAutograd, m) {
+  m.impl("npu_fused_infer_attention_score.out", fused_out);
+  m.impl("npu_fused_infer_attention_score_v2.out", fused_v2_out);
+}
 
 }  // namespace softnpu::fused
