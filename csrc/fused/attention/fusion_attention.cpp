@@ -21,6 +21,7 @@
 #include <mutex>
 
 #include "backend/generator.h"
+#include "backend/graph.h"
 #include "fused/common.h"
 
 // torch_npu's schemas (argument names, order, defaults, returns).
@@ -35,7 +36,7 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("_npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
         "Tensor? pse, Tensor? padding_mask, Tensor? atten_mask, float scale, float keep_prob, int pre_tockens, "
         "int next_tockens, int inner_precise, int[]? prefix, int[]? actual_seq_qlen, int[]? actual_seq_kvlen, "
-        "int sparse_mode, int seed, int offset) -> (Tensor, Tensor, Tensor, Tensor)");
+        "int sparse_mode, int seed, int offset, Tensor? replay_rng=None) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
         "str input_layout, *, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, "
         "Tensor? softmax_max=None, Tensor? softmax_sum=None, Tensor? softmax_in=None, Tensor? attention_in=None, "
@@ -43,6 +44,13 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "int inner_precise=0, int seed=0, int offset=0, int numels=0, int[]? prefix=None, "
         "int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, "
         "bool sync=False) -> (Tensor, Tensor, Tensor, Tensor)");
+  // npu_fusion_attention_grad with the replay_rng of a captured forward (see below), for the autograd backward.
+  m.def("_npu_fusion_attention_grad(Tensor query, Tensor key, Tensor value, Tensor dy, int head_num, "
+        "str input_layout, Tensor? pse, Tensor? padding_mask, Tensor? atten_mask, Tensor? softmax_max, "
+        "Tensor? softmax_sum, Tensor? softmax_in, Tensor? attention_in, float scale_value, float keep_prob, "
+        "int pre_tockens, int next_tockens, int inner_precise, int seed, int offset, int numels, int[]? prefix, "
+        "int[]? actual_seq_qlen, int[]? actual_seq_kvlen, int sparse_mode, bool gen_mask_parallel, bool sync, "
+        "Tensor? replay_rng) -> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 namespace softnpu::fused {
@@ -401,8 +409,17 @@ at::Tensor sequence_masked(const Problem& p, int64_t i, const at::Tensor& mask, 
 
 using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
+// A captured launch's dropout (seed, offset): replay_rng is the graph's {seed, offset} slot that each replay
+// rewrites in stream order, and `offset` the launch's offset within the graph; so a replay draws what eager draws
+// at the generator's seed and offset then (as every random kernel, backend/generator.h).
 Settings settings(double scale, double keep_prob, int64_t pre, int64_t next, int64_t sparse_mode, int64_t seed,
-                  int64_t offset) {
+                  int64_t offset, const std::optional<at::Tensor>& replay_rng = std::nullopt) {
+  if (given(replay_rng)) {
+    constexpr uint64_t kMask = std::numeric_limits<int64_t>::max();
+    const auto* slot = static_cast<const uint64_t*>(replay_rng->data_ptr());
+    seed = static_cast<int64_t>(slot[0] & kMask);
+    offset = static_cast<int64_t>((slot[1] + static_cast<uint64_t>(offset)) & kMask);
+  }
   return {scale, keep_prob, pre, next, sparse_mode, seed, offset};
 }
 
@@ -411,7 +428,8 @@ Outputs attention_meta(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
                        double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise,
                        c10::OptionalIntArrayRef prefix, c10::OptionalIntArrayRef qlen,
-                       c10::OptionalIntArrayRef kvlen, int64_t sparse_mode, int64_t seed, int64_t offset) {
+                       c10::OptionalIntArrayRef kvlen, int64_t sparse_mode, int64_t seed, int64_t offset,
+                       const std::optional<at::Tensor>& replay_rng) {
   const Problem p = describe(q, k, v, head_num, layout, pse, padding_mask, atten_mask, keep_prob, prefix, qlen, kvlen,
                              sparse_mode, "_npu_fusion_attention");
   const auto stats = q.options().dtype(stats_type(q.scalar_type()));
@@ -424,10 +442,10 @@ Outputs attention_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                       const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
                       double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise,
                       c10::OptionalIntArrayRef prefix, c10::OptionalIntArrayRef qlen, c10::OptionalIntArrayRef kvlen,
-                      int64_t sparse_mode, int64_t seed, int64_t offset) {
+                      int64_t sparse_mode, int64_t seed, int64_t offset, const std::optional<at::Tensor>& replay_rng) {
   const Problem p = describe(q, k, v, head_num, layout, pse, padding_mask, atten_mask, keep_prob, prefix, qlen, kvlen,
                              sparse_mode, "_npu_fusion_attention");
-  const Settings s = settings(scale, keep_prob, pre, next, sparse_mode, seed, offset);
+  const Settings s = settings(scale, keep_prob, pre, next, sparse_mode, seed, offset, replay_rng);
   const auto acc = compute_type(q.scalar_type());
   const auto st = stats_type(q.scalar_type());
   const at::Tensor mask = given(atten_mask) ? *atten_mask : at::Tensor();
@@ -491,17 +509,18 @@ Outputs grad_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
           given(pse) ? at::empty(pse->sizes(), pse->options()) : at::empty({0}, q.options())};
 }
 
-Outputs grad_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
-                 int64_t head_num, c10::string_view layout, const std::optional<at::Tensor>& pse,
-                 const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
-                 const std::optional<at::Tensor>& softmax_max, const std::optional<at::Tensor>& softmax_sum,
-                 const std::optional<at::Tensor>& softmax_in, const std::optional<at::Tensor>& attention_in,
-                 double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise, int64_t seed,
-                 int64_t offset, int64_t numels, c10::OptionalIntArrayRef prefix, c10::OptionalIntArrayRef qlen,
-                 c10::OptionalIntArrayRef kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync) {
+Outputs grad_replay_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
+                        int64_t head_num, c10::string_view layout, const std::optional<at::Tensor>& pse,
+                        const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
+                        const std::optional<at::Tensor>& softmax_max, const std::optional<at::Tensor>& softmax_sum,
+                        const std::optional<at::Tensor>& softmax_in, const std::optional<at::Tensor>& attention_in,
+                        double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise,
+                        int64_t seed, int64_t offset, int64_t numels, c10::OptionalIntArrayRef prefix,
+                        c10::OptionalIntArrayRef qlen, c10::OptionalIntArrayRef kvlen, int64_t sparse_mode,
+                        bool gen_mask_parallel, bool sync, const std::optional<at::Tensor>& replay_rng) {
   const Problem p = check_grad(q, k, v, dy, head_num, layout, pse, padding_mask, atten_mask, softmax_max,
                                softmax_sum, keep_prob, prefix, qlen, kvlen, sparse_mode);
-  const Settings s = settings(scale, keep_prob, pre, next, sparse_mode, seed, offset);
+  const Settings s = settings(scale, keep_prob, pre, next, sparse_mode, seed, offset, replay_rng);
   const auto acc = compute_type(q.scalar_type());
   const at::Tensor mask = given(atten_mask) ? *atten_mask : at::Tensor();
   const bool stats = given(softmax_max);
@@ -534,31 +553,84 @@ Outputs grad_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
           at::empty({0}, q.options())};
 }
 
+Outputs grad_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
+                 int64_t head_num, c10::string_view layout, const std::optional<at::Tensor>& pse,
+                 const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
+                 const std::optional<at::Tensor>& softmax_max, const std::optional<at::Tensor>& softmax_sum,
+                 const std::optional<at::Tensor>& softmax_in, const std::optional<at::Tensor>& attention_in,
+                 double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise, int64_t seed,
+                 int64_t offset, int64_t numels, c10::OptionalIntArrayRef prefix, c10::OptionalIntArrayRef qlen,
+                 c10::OptionalIntArrayRef kvlen, int64_t sparse_mode, bool gen_mask_parallel, bool sync) {
+  return grad_replay_cpu(q, k, v, dy, head_num, layout, pse, padding_mask, atten_mask, softmax_max, softmax_sum,
+                         softmax_in, attention_in, scale, keep_prob, pre, next, inner_precise, seed, offset, numels,
+                         prefix, qlen, kvlen, sparse_mode, gen_mask_parallel, sync, std::nullopt);
+}
+
+Outputs grad_replay_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& dy,
+                         int64_t head_num, c10::string_view layout, const std::optional<at::Tensor>& pse,
+                         const std::optional<at::Tensor>& padding_mask, const std::optional<at::Tensor>& atten_mask,
+                         const std::optional<at::Tensor>& softmax_max, const std::optional<at::Tensor>& softmax_sum,
+                         const std::optional<at::Tensor>& softmax_in, const std::optional<at::Tensor>& attention_in,
+                         double scale, double keep_prob, int64_t pre, int64_t next, int64_t inner_precise,
+                         int64_t seed, int64_t offset, int64_t numels, c10::OptionalIntArrayRef prefix,
+                         c10::OptionalIntArrayRef qlen, c10::OptionalIntArrayRef kvlen, int64_t sparse_mode,
+                         bool gen_mask_parallel, bool sync, const std::optional<at::Tensor>& replay_rng) {
+  return grad_meta(q, k, v, dy, head_num, layout, pse, padding_mask, atten_mask, softmax_max, softmax_sum, softmax_in,
+                   attention_in, scale, keep_prob, pre, next, inner_precise, seed, offset, numels, prefix, qlen, kvlen,
+                   sparse_mode, gen_mask_parallel, sync);
+}
+
 // ------------------------------------------------------------------------------------------------ the public op
 
 using Public = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, int64_t, int64_t, int64_t>;
 
 // The dropout's (seed, offset), drawn on the host from the generator of the query's device, so they are ordered
-// with the other random ops as the host issues them (and torch.npu.manual_seed makes them reproducible).
-std::pair<int64_t, int64_t> draw_seed(const at::Device& device) {
+// with the other random ops as the host issues them (and torch.npu.manual_seed makes them reproducible). While the
+// current stream captures a graph, the draw is graph-safe (NPUGeneratorImpl::draw): seed 0 and the offset within the
+// graph, plus replay_rng, the graph's {seed, offset} slot the kernel reads when it runs.
+struct Dropout {
+  int64_t seed = 0, offset = 0;
+  std::optional<at::Tensor> replay_rng;
+};
+
+// The capture's {seed, offset} slot as an int64 [2] tensor on the query's device (memory of the graph's pool).
+at::Tensor replay_rng_tensor(const uint64_t* slot, const at::Tensor& q) {
+  return at::from_blob(const_cast<uint64_t*>(slot), {2}, q.options().dtype(at::kLong));
+}
+
+Dropout draw_dropout(const at::Tensor& q) {
   constexpr uint64_t kMask = std::numeric_limits<int64_t>::max();
-  if (device.type() == c10::DeviceType::PrivateUse1) {
-    const at::Generator& gen = default_generator(device.index());
+  if (q.device().type() == c10::DeviceType::PrivateUse1) {
+    const at::Generator& gen = default_generator(q.device().index());
     auto* impl = gen.get<NPUGeneratorImpl>();
     std::lock_guard<std::mutex> lock(impl->mutex_);
-    const auto [seed, offset] = impl->philox_engine_inputs();
-    return {static_cast<int64_t>(seed & kMask), static_cast<int64_t>(offset & kMask)};
+    const RngDraw d = impl->draw();
+    Dropout r{static_cast<int64_t>(d.seed & kMask), static_cast<int64_t>(d.offset & kMask), std::nullopt};
+    if (d.replay_slot) r.replay_rng = replay_rng_tensor(d.replay_slot, q);
+    return r;
   }
   auto* impl = at::get_generator_or_default<at::CPUGeneratorImpl>(std::nullopt, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(impl->mutex_);
-  return {static_cast<int64_t>(impl->current_seed() & kMask), static_cast<int64_t>(impl->random64() & kMask)};
+  return {static_cast<int64_t>(impl->current_seed() & kMask), static_cast<int64_t>(impl->random64() & kMask),
+          std::nullopt};
+}
+
+// For the autograd backward of a forward captured on the current stream: that capture's {seed, offset} slot.
+std::optional<at::Tensor> captured_replay_rng(const at::Tensor& q) {
+  if (q.device().type() != c10::DeviceType::PrivateUse1 || !capture_underway()) return std::nullopt;
+  const auto capture = current_capture_id();
+  if (!capture) return std::nullopt;
+  auto* impl = default_generator(q.device().index()).get<NPUGeneratorImpl>();
+  GraphRngState* graph = impl->state()->capture_state(*capture, /*create=*/false);
+  if (!graph) return std::nullopt;
+  return replay_rng_tensor(static_cast<const uint64_t*>(graph->replay_slot.get()), q);
 }
 
 using KernelSig = Outputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, c10::string_view,
                           const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                           const std::optional<at::Tensor>&, double, double, int64_t, int64_t, int64_t,
                           c10::OptionalIntArrayRef, c10::OptionalIntArrayRef, c10::OptionalIntArrayRef, int64_t,
-                          int64_t, int64_t);
+                          int64_t, int64_t, const std::optional<at::Tensor>&);
 
 Public attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t head_num,
                  c10::string_view layout, const std::optional<at::Tensor>& pse,
@@ -569,12 +641,12 @@ Public attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   // Checked here too, so a bad call raises at once (before any seed is drawn).
   const Problem p = describe(q, k, v, head_num, layout, pse, padding_mask, atten_mask, keep_prob, prefix, qlen, kvlen,
                              sparse_mode, kOp);
-  const auto [seed, offset] = keep_prob < 1. ? draw_seed(q.device()) : std::pair<int64_t, int64_t>{0, 0};
+  const Dropout drop = keep_prob < 1. ? draw_dropout(q) : Dropout{};
   static const auto kernel = npu_op<KernelSig>("npu::_npu_fusion_attention");
   auto [out, max, sum, softmax_out] = kernel.call(q, k, v, head_num, layout, pse, padding_mask, atten_mask, scale,
                                                   keep_prob, pre, next, inner_precise, prefix, qlen, kvlen,
-                                                  sparse_mode, seed, offset);
-  return {out, max, sum, softmax_out, seed, offset, p.numels};
+                                                  sparse_mode, drop.seed, drop.offset, drop.replay_rng);
+  return {out, max, sum, softmax_out, drop.seed, drop.offset, p.numels};
 }
 
 Public attention_meta_public(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t head_num,
@@ -588,7 +660,7 @@ Public attention_meta_public(const at::Tensor& q, const at::Tensor& k, const at:
                              sparse_mode, kOp);
   auto [out, max, sum, softmax_out] = attention_meta(q, k, v, head_num, layout, pse, padding_mask, atten_mask, scale,
                                                      keep_prob, pre, next, inner_precise, prefix, qlen, kvlen,
-                                                     sparse_mode, 0, 0);
+                                                     sparse_mode, 0, 0, std::nullopt);
   return {out, max, sum, softmax_out, 0, 0, p.numels};
 }
 
@@ -600,7 +672,7 @@ using GradSig = Outputs(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                         const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                         const std::optional<at::Tensor>&, double, double, int64_t, int64_t, int64_t, int64_t, int64_t,
                         int64_t, c10::OptionalIntArrayRef, c10::OptionalIntArrayRef, c10::OptionalIntArrayRef, int64_t,
-                        bool, bool);
+                        bool, bool, const std::optional<at::Tensor>&);
 using PublicSig = Public(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, c10::string_view,
                          const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
                          const std::optional<at::Tensor>&, double, double, int64_t, int64_t, int64_t,
@@ -669,7 +741,9 @@ class FusionAttentionFunction : public torch::autograd::Function<FusionAttention
         op.call(q, k, v, a.head_num, a.layout, pse, std::nullopt, atten_mask, a.scale, a.keep_prob, a.pre, a.next,
                 a.inner_precise, ref(a.prefix), ref(a.qlen), ref(a.kvlen), a.sparse_mode, a.gen_mask_parallel, a.sync);
     *ints = {seed, offset, numels};
-    ctx->save_for_backward({q, k, v, pse.value_or(at::Tensor()), atten_mask.value_or(at::Tensor()), out, max, sum});
+    const at::Tensor replay_rng = a.keep_prob < 1. ? captured_replay_rng(q).value_or(at::Tensor()) : at::Tensor();
+    ctx->save_for_backward(
+        {q, k, v, pse.value_or(at::Tensor()), atten_mask.value_or(at::Tensor()), out, max, sum, replay_rng});
     auto& d = ctx->saved_data;
     save(a, d);
     d["seed"] = seed;
@@ -681,7 +755,7 @@ class FusionAttentionFunction : public torch::autograd::Function<FusionAttention
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    static const auto op = npu_op<GradSig>("npu::npu_fusion_attention_grad");
+    static const auto op = npu_op<GradSig>("npu::_npu_fusion_attention_grad");
     const auto saved = ctx->get_saved_variables();
     auto& d = ctx->saved_data;
     const auto opt = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
@@ -691,7 +765,7 @@ class FusionAttentionFunction : public torch::autograd::Function<FusionAttention
         op.call(saved[0], saved[1], saved[2], dy, a.head_num, a.layout, opt(saved[3]), std::nullopt, opt(saved[4]),
                 saved[6], saved[7], std::nullopt, saved[5], a.scale, a.keep_prob, a.pre, a.next, a.inner_precise,
                 d["seed"].toInt(), d["offset"].toInt(), d["numels"].toInt(), ref(a.prefix), ref(a.qlen),
-                ref(a.kvlen), a.sparse_mode, a.gen_mask_parallel, a.sync);
+                ref(a.kvlen), a.sparse_mode, a.gen_mask_parallel, a.sync, opt(saved[8]));
     return {dq, dk, dv, saved[3].defined() ? dpse : at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -717,12 +791,14 @@ TORCH_LIBRARY_IMPL(npu, Meta, m) {
   m.impl("npu_fusion_attention", attention_meta_public);
   m.impl("_npu_fusion_attention", attention_meta);
   m.impl("npu_fusion_attention_grad", grad_meta);
+  m.impl("_npu_fusion_attention_grad", grad_replay_meta);
 }
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("npu_fusion_attention", attention);
   m.impl("_npu_fusion_attention", attention_cpu);
   m.impl("npu_fusion_attention_grad", grad_cpu);
+  m.impl("_npu_fusion_attention_grad", grad_replay_cpu);
 }
 
 // On npu the public op draws the seed and launches the kernel op, which takes the generic path (the fallback).
