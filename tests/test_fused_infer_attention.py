@@ -1,5 +1,6 @@
 """torch_npu's inference attention (csrc/fused/attention/infer_attention.cpp): npu_prompt_flash_attention,
-npu_incre_flash_attention, npu_fused_infer_attention_score.
+npu_incre_flash_attention, npu_fused_infer_attention_score and its v2 (the same op under torch_npu's new argument
+names), with their NPU graph handlers (lengths updated before a replay).
 
 Each call is checked against a float64 reference written here (softmax(scale * q k^T + pse_shift, masked) @ v, per
 batch with its actual lengths, grouped key/value heads repeated) and, on npu, against the CPU path of the same op;
@@ -469,3 +470,79 @@ def test_paged_attention_and_its_graph_update():
     graph.replay()
     torch.testing.assert_close(graph_out.cpu().double(), paged_reference(q, kc, vc, table, new_lens, 0.2, 2),
                                atol=3e-3, rtol=3e-3)
+
+
+# ------------------------------------------------------------------------------------------------ v2 and graph updates
+
+
+def test_fused_infer_attention_v2_is_v1_with_torch_npus_new_names():
+    q, k, v = qkv(b=2, n=4, n2=2, sq=3, skv=9)
+    mask = torch.rand(2, 1, 3, 9, generator=torch.Generator().manual_seed(5)) < 0.2
+    v1 = dict(num_heads=4, num_key_value_heads=2, input_layout="BSH", scale=0.3, actual_seq_lengths=[3, 2],
+              actual_seq_lengths_kv=[9, 5], softmax_lse_flag=True)
+    v2 = dict(num_query_heads=4, num_key_value_heads=2, input_layout="BSH", softmax_scale=0.3, actual_seq_qlen=[3, 2],
+              actual_seq_kvlen=[9, 5], return_softmax_lse=True)
+    args = [bsh(q), bsh(k), bsh(v)]
+    out, lse = on_npu(torch_npu.npu_fused_infer_attention_score_v2, *args, atten_mask=mask, **v2)
+    want_out, want_lse = reference(q, k, v, 0.3, mask=mask, qlen=[3, 2], kvlen=[9, 5])
+    torch.testing.assert_close(out.double(), bsh(want_out), **TOL[torch.float16])
+    torch.testing.assert_close(lse[0].double(), want_lse[0], atol=1e-4, rtol=1e-4)
+    v1_out, v1_lse = on_npu(torch_npu.npu_fused_infer_attention_score, *args, atten_mask=mask, **v1)
+    assert torch.equal(out, v1_out) and torch.equal(lse, v1_lse)
+    cpu_out, _ = torch_npu.npu_fused_infer_attention_score_v2(*args, atten_mask=mask, **v2)
+    torch.testing.assert_close(out, cpu_out)
+
+    dev = [a.npu() for a in args]
+    workspace = torch_npu._npu_fused_infer_attention_score_v2_get_max_workspace(*dev, **v2)
+    assert workspace.device.type == "npu" and workspace.dtype == torch.uint8
+    outs = [torch.empty_like(dev[0]), torch.empty(2, 4, 3, 1).npu()]
+    got = torch_npu.npu_fused_infer_attention_score_v2.out(*dev, atten_mask=mask.npu(), workspace=workspace, out=outs,
+                                                           **v2)
+    assert got[0] is outs[0] and torch.equal(outs[0].cpu(), out) and torch.equal(outs[1].cpu(), lse)
+    for bad, match in [(dict(learnable_sink=torch.zeros(4).npu()), "learnable_sink"),
+                       (dict(out_dtype=27), "out_dtype"), (dict(query_quant_mode=1), "query_quant_mode")]:
+        with pytest.raises(RuntimeError, match=f"npu_fused_infer_attention_score_v2: {match}"):
+            torch_npu.npu_fused_infer_attention_score_v2(*dev, **v2, **bad)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("form", ["functional", "out"])
+def test_fused_infer_attention_graph_update_of_lengths(version, form):
+    # vLLM-Ascend's decode graphs: captured with auto_dispatch_capture, each step's key/value lengths given by
+    # NPUGraph.update before the replay (the built-in handlers of _npugraph_handlers/ifa_handler.py).
+    q, k, v = qkv(b=2, n=4, n2=2, sq=1, skv=9)
+    if version == "v1":
+        op, key = torch_npu.npu_fused_infer_attention_score, "actual_seq_lengths_kv"
+        kwargs = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.3, softmax_lse_flag=True)
+    else:
+        op, key = torch_npu.npu_fused_infer_attention_score_v2, "actual_seq_kvlen"
+        kwargs = dict(num_query_heads=4, num_key_value_heads=2, input_layout="BNSD", softmax_scale=0.3,
+                      return_softmax_lse=True)
+    dev = [t.npu() for t in (q, k, v)]
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, auto_dispatch_capture=True):
+        if form == "functional":
+            out, lse = op(*dev, **kwargs, **{key: [2, 3]})
+        else:
+            out, lse = torch.empty_like(dev[0]), torch.empty(2, 4, 1, 1, device="npu")
+            op.out(*dev, **kwargs, **{key: [2, 3]}, out=[out, lse])
+    for lengths in ([9, 4], [1, 7]):
+        graph.update(cpu_update_input=[{key: lengths}])
+        graph.replay()
+        want_out, want_lse = reference(q, k, v, 0.3, kvlen=lengths)
+        torch.testing.assert_close(out.cpu().double(), want_out, **TOL[torch.float16])
+        torch.testing.assert_close(lse.cpu().double(), want_lse, atol=1e-4, rtol=1e-4)
+
+
+def test_built_in_graph_handlers_of_infer_attention():
+    from torch_npu.npu._npugraph_handlers.npugraph_handler import _NPU_GRAPH_OP_HANDLERS as handlers
+
+    for names, keys in [(["npu_fused_infer_attention_score", "npu_fused_infer_attention_score.default",
+                          "npu_fused_infer_attention_score.out", "_npu_fused_infer_attention_score_out_.default"],
+                         ["actual_seq_lengths", "actual_seq_lengths_kv"]),
+                        (["npu_fused_infer_attention_score_v2", "npu_fused_infer_attention_score_v2.default",
+                          "npu_fused_infer_attention_score_v2.out", "_npu_fused_infer_attention_score_v2_out_.default"],
+                         ["actual_seq_qlen", "actual_seq_kvlen"])]:
+        for name in names:
+            specs = handlers[name].get_update_specs(name)
+            assert [s for s in specs if s[0] == "kwarg"] == [("kwarg", key, key) for key in keys], name
