@@ -126,6 +126,15 @@ CASES = {
         lambda d: torch_npu.npu_fusion_attention_grad(z(1, 4, 16, device=d), z(1, 4, 16, device=d),
                                                       z(1, 4, 16, device=d), z(1, 4, 8, device=d), 2, "BSH"),
         "npu_fusion_attention_grad"),
+    "_npu_fusion_attention_grad": Case(
+        lambda q, k, v, dy: torch.ops.npu._npu_fusion_attention_grad(
+            q, k, v, dy, 2, "BSH", None, None, None, None, None, None, None, 0.3, 1.0, 2147483647, 2147483647, 0, 0,
+            0, 0, None, None, None, 0, True, False, None)[:3],
+        lambda: qkv() + [r(1, 4, 16, seed=4)],
+        lambda d: torch.ops.npu._npu_fusion_attention_grad(
+            z(1, 4, 16, device=d), z(1, 4, 16, device=d), z(1, 4, 16, device=d), z(1, 4, 8, device=d), 2, "BSH", None,
+            None, None, None, None, None, None, 1.0, 1.0, 2147483647, 2147483647, 0, 0, 0, 0, None, None, None, 0,
+            True, False, None), "npu_fusion_attention_grad"),
     "npu_fusion_attention_v2": Case(
         lambda q, k, v: torch_npu.npu_fusion_attention_v2(q, k, v, 2, "BSH", scale=0.3)[0], qkv,
         lambda d: torch_npu.npu_fusion_attention_v2(z(1, 4, 16, device=d), z(1, 4, 16, device=d),
