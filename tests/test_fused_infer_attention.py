@@ -546,3 +546,31 @@ def test_built_in_graph_handlers_of_infer_attention():
         for name in names:
             specs = handlers[name].get_update_specs(name)
             assert [s for s in specs if s[0] == "kwarg"] == [("kwarg", key, key) for key in keys], name
+
+
+def test_fused_infer_attention_out_graph_updates_a_task_group():
+    # torch_npu._C._npu_fused_infer_attention_score_out_graph: the manual form of the update above (task group,
+    # replacement on an update stream, ExternalEvent).
+    q, k, v = qkv(b=2, n=4, n2=2, sq=1, skv=9)
+    kwargs = dict(num_heads=4, num_key_value_heads=2, input_layout="BNSD", scale=0.3, softmax_lse_flag=True)
+    dev = [t.npu() for t in (q, k, v)]
+    graph, event, update_stream = torch.npu.NPUGraph(), torch.npu.ExternalEvent(), torch.npu.Stream()
+    with torch.npu.graph(graph):
+        stream = torch.npu.current_stream()
+        out, lse = torch.empty_like(dev[0]), torch.empty(2, 4, 1, 1, device="npu")
+        event.wait(stream)
+        event.reset(stream)
+        torch.npu.graph_task_group_begin(stream)
+        torch_npu.npu_fused_infer_attention_score.out(*dev, actual_seq_lengths_kv=[2, 3], out=[out, lse], **kwargs)
+        handle = torch.npu.graph_task_group_end(stream)
+    with torch.npu.stream(update_stream):
+        got = torch_npu._C._npu_fused_infer_attention_score_out_graph(
+            update_stream, handle, event, *dev, actual_seq_lengths_kv=[9, 4], out=[out, lse], **kwargs)
+    assert got[0] is out and got[1] is lse
+    graph.replay()
+    want_out, want_lse = reference(q, k, v, 0.3, kvlen=[9, 4])
+    torch.testing.assert_close(out.cpu().double(), want_out, **TOL[torch.float16])
+    torch.testing.assert_close(lse.cpu().double(), want_lse, atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="out must have 2 tensors"):
+        torch_npu._C._npu_fused_infer_attention_score_out_graph(update_stream, handle, event, *dev, out=[out],
+                                                                **kwargs)

@@ -10,12 +10,15 @@
 - ``_npu_getDeviceCount()``: the runtime's device count (torch.npu.device_count()'s);
 - ``_npurt``: torch.npu.npurt()'s module of raw runtime calls; ``_mstx``: the entry points behind torch.npu.mstx;
 - ``_npu_getCurrentRawStream(device)`` / ``_npu_getCurrentRawStreamNoWait(device)``: the current stream's runtime
-  handle (torch.npu.Stream.npu_stream), what Inductor's generated code passes around.
+  handle (torch.npu.Stream.npu_stream), what Inductor's generated code passes around;
+- ``_npu_fused_infer_attention_score_out_graph(stream, handle, event, ...)``: a captured task group of
+  npu_fused_infer_attention_score.out updated with new arguments (softnpu.npu._npugraph_handlers.ifa_handler).
 """
 
 import softnpu._C
 import torch
 from softnpu.npu.graphs import _weak_ref_tensor  # noqa: F401
+from softnpu.npu._npugraph_handlers.ifa_handler import _npu_fused_infer_attention_score_out_graph  # noqa: F401
 from softnpu.npu.host_memory import host_empty_cache as _npu_hostEmptyCache  # noqa: F401
 from softnpu.npu.memory import _set_allocator_settings as _npu_npuCachingAllocator_set_allocator_settings  # noqa: F401
 

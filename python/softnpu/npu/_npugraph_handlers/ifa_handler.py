@@ -75,3 +75,21 @@ class _IFAv2Handler(_CaptureAsOut):
 @register_npu_graph_handler(_V2_KERNEL)
 class _IFAv2OutKernelHandler(NpuGraphOpHandler):
     UPDATE_SPECS = _specs(_V2_KERNEL, [], _V2_KEYS)
+
+
+def _npu_fused_infer_attention_score_out_graph(stream, handle, event, *args, **kwargs):
+    """torch_npu._C._npu_fused_infer_attention_score_out_graph: the manual update of a captured task group that holds
+    npu_fused_infer_attention_score.out, in one call: the group's replacement recorded on `stream` (the .out call with
+    the new arguments, into out=[attention_out, softmax_lse]) and `event` recorded after it, for the graph's
+    ExternalEvent wait. Returns the two outputs."""
+    from ..graphs import graph_task_update_begin, graph_task_update_end  # graphs imports this package
+
+    out = kwargs.get("out")
+    if out is None or len(out) != 2:
+        raise RuntimeError("out must have 2 tensors (attention_out, softmax_lse), but got "
+                           f"{'none' if out is None else len(out)}")
+    graph_task_update_begin(stream, handle)
+    result = torch.ops.npu.npu_fused_infer_attention_score.out(*args, **kwargs)
+    graph_task_update_end(stream)
+    event.record(stream)
+    return result
