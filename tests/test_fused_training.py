@@ -198,6 +198,32 @@ def test_apply_adam_w_deepspeed_fused_adam_matches_torch_adamw():
     torch.testing.assert_close(param_flat.cpu(), reference.detach(), atol=1e-5, rtol=1e-5)
 
 
+class _AdamW(torch.nn.Module):
+    def forward(self, grad, var, m, v):
+        return torch_npu.npu_apply_adam_w(0.9, 0.999, 1e-2, 0.1, 0.9, 0.999, 1e-8, grad, None, False, False,
+                                          out=(var, m, v))
+
+
+@pytest.mark.parametrize("how", ["trace", "script"])
+def test_apply_adam_w_out_under_torchscript(how):
+    # The .out overload has torch_npu's '*, Tensor[] out' schema, so out=(var, m, v) binds on the dispatcher op
+    # itself, which TorchScript compiles (named var=, m=, v= outputs it could not take as out=).
+    torch.manual_seed(12)
+    var, g = torch.randn(64), torch.randn(64)
+    eager = [t.npu() for t in (var, torch.zeros(64), torch.zeros(64))]
+    returned = _AdamW()(g.npu(), *eager)
+    assert all(r is e for r, e in zip(returned, eager))
+    model = _AdamW()
+    example = (g.npu(), var.npu(), torch.zeros(64).npu(), torch.zeros(64).npu())
+    # torch.jit.trace read at the call: another test's import may have wrapped it since collection.
+    compiled = torch.jit.trace(model, example) if how == "trace" else torch.jit.script(model)
+    state = [var.npu(), torch.zeros(64).npu(), torch.zeros(64).npu()]
+    compiled(g.npu(), *state)
+    for a, b in zip(state, eager):
+        torch.testing.assert_close(a.cpu(), b.cpu())
+    assert not torch.equal(state[0].cpu(), var)
+
+
 def test_apply_adam_w_errors_at_the_call():
     t = torch.zeros(4).npu()
     with pytest.raises(RuntimeError, match="npu_apply_adam_w is not implemented for Tensor"):

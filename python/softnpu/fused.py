@@ -109,19 +109,6 @@ def npu_format_cast_(tensor, acl_format):
     return torch.ops.npu.npu_format_cast_(tensor, acl_format)
 
 
-def npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad, max_grad_norm=None,
-                     amsgrad=None, maximize=None, *, out=None):
-    """One AdamW step of ``out=(var, m, v)`` in place (torch_npu's call form: DeepSpeed's FusedAdam on npu). The
-    dispatcher op's out overload names them ``var``, ``m``, ``v``; torch_npu's binding takes them as ``out``."""
-    if out is None:
-        return torch.ops.npu.npu_apply_adam_w(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad,
-                                              max_grad_norm, amsgrad, maximize)
-    var, m, v = out
-    return torch.ops.npu.npu_apply_adam_w.out(beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad,
-                                              max_grad_norm, amsgrad, maximize, var=var, m=m, v=v)
-
-
-
 __all__ = [*_OPS, "Format"]
 
 # As on torch_npu, the format casts are also tensor methods (x.npu_format_cast(29)).

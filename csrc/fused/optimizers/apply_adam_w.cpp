@@ -8,7 +8,9 @@
 // torch_npu. The kernel is one pass over the four tensors in float32: ATen's fused AdamW kernel (vectorized) when the
 // powers are those of a step count, else a loop of its own; the composite (lerp, mul, addcmul, sqrt, div, add,
 // addcdiv, mul) makes eight and allocates temporaries.
-// The .out overload is a composite over _npu_apply_adam_w_, which returns nothing: a custom op returning its
+// The .out overload has the schema torch_npu registers for ops with several outputs (its torchnpugen turns them into
+// one `Tensor[] out` returning plain tensors), so out=(var, m, v) binds in eager calls, torch.jit.trace and
+// torch.jit.script. It is a composite over _npu_apply_adam_w_, which returns nothing: a custom op returning its
 // mutated arguments cannot be functionalized by torch.compile, one that only mutates them can.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -26,7 +28,7 @@ TORCH_LIBRARY_FRAGMENT(npu, m) {
         "-> (Tensor, Tensor, Tensor)");
   m.def("npu_apply_adam_w.out(Scalar beta1_power, Scalar beta2_power, Scalar lr, Scalar weight_decay, Scalar beta1, "
         "Scalar beta2, Scalar epsilon, Tensor grad, Tensor? max_grad_norm, bool? amsgrad, bool? maximize, *, "
-        "Tensor(a!) var, Tensor(b!) m, Tensor(c!) v) -> (Tensor(a!), Tensor(b!), Tensor(c!))");
+        "Tensor[] out) -> (Tensor, Tensor, Tensor)");
   m.def("_npu_apply_adam_w_(Tensor(a!) var, Tensor(b!) m, Tensor(c!) v, Scalar beta1_power, Scalar beta2_power, "
         "Scalar lr, Scalar weight_decay, Scalar beta1, Scalar beta2, Scalar epsilon, Tensor grad, "
         "Tensor? max_grad_norm, bool? amsgrad, bool? maximize) -> ()");
@@ -125,11 +127,13 @@ using StepSig = void(at::Tensor&, at::Tensor&, at::Tensor&, const at::Scalar&, c
                      const at::Scalar&, const at::Scalar&, const at::Scalar&, const at::Scalar&, const at::Tensor&,
                      const std::optional<at::Tensor>&, std::optional<bool>, std::optional<bool>);
 
-std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> adam_w_out(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> adam_w_out(
     const at::Scalar& beta1_power, const at::Scalar& beta2_power, const at::Scalar& lr,
     const at::Scalar& weight_decay, const at::Scalar& beta1, const at::Scalar& beta2, const at::Scalar& epsilon,
     const at::Tensor& grad, const std::optional<at::Tensor>& max_grad_norm, std::optional<bool> amsgrad,
-    std::optional<bool> maximize, at::Tensor& var, at::Tensor& m, at::Tensor& v) {
+    std::optional<bool> maximize, at::TensorList out) {
+  TORCH_CHECK(out.size() == 3, OP, ": out must be (var, m, v), got ", out.size(), " tensors");
+  at::Tensor var = out[0], m = out[1], v = out[2];
   static const auto op = npu_op<StepSig>("npu::_npu_apply_adam_w_");
   op.call(var, m, v, beta1_power, beta2_power, lr, weight_decay, beta1, beta2, epsilon, grad, max_grad_norm, amsgrad,
           maximize);
