@@ -149,6 +149,16 @@ size_t NPUGraph::node_count() const {
   return n;
 }
 
+std::vector<std::string> NPUGraph::node_names() const {
+  std::vector<std::string> names(node_count());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const char* name = nullptr;
+    NPU_CHECK(snpuGraphGetNodeName(graph_, i, &name));
+    names[i] = name;
+  }
+  return names;
+}
+
 bool current_stream_capturing() {
   snpuStreamCaptureStatus status;
   NPU_CHECK(snpuStreamIsCapturing(getCurrentNPUStream().handle(), &status));

@@ -44,6 +44,8 @@ class NPUGraph {
   void register_generator_state(const c10::intrusive_ptr<NPUGeneratorState>& state);
   c10::MempoolId_t pool() const;
   size_t node_count() const;
+  // The recorded nodes' names in launch order (NPUGraph.debug_dump's).
+  std::vector<std::string> node_names() const;
   uint64_t replay_count() const { return replays_; }
 
  private:

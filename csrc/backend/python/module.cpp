@@ -542,6 +542,7 @@ PYBIND11_MODULE(_C, m) {
              return py::make_tuple(id.first, id.second);
            })
       .def("node_count", &NPUGraph::node_count)
+      .def("node_names", &NPUGraph::node_names)
       .def("replay_count", &NPUGraph::replay_count);
   m.def("_graph_pool_handle", [] {
     const auto id = graph_pool_handle();

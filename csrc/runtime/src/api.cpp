@@ -789,6 +789,19 @@ snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count) {
   });
 }
 
+snpuError_t snpuGraphGetNodeName(snpuGraph_t graph, size_t index, const char** name) {
+  return guarded([&] {
+    if (!graph) return null_argument("snpuGraphGetNodeName", "graph");
+    if (!name) return null_argument("snpuGraphGetNodeName", "name");
+    const auto& tasks = reinterpret_cast<Graph*>(graph)->tasks;
+    if (index >= tasks.size())
+      return fail(snpuErrorInvalidValue, "snpuGraphGetNodeName: node " + std::to_string(index) + " of a graph of " +
+                                             std::to_string(tasks.size()));
+    *name = tasks[index].name;
+    return snpuSuccess;
+  });
+}
+
 snpuError_t snpuGraphLaunch(snpuGraph_t graph, snpuStream_t stream) {
   return guarded([&] {
     Runtime* rt;

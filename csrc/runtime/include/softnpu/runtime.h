@@ -505,6 +505,9 @@ SNPU_API snpuError_t snpuStreamBeginCaptureToIfNode(snpuStream_t stream, const v
 SNPU_API snpuError_t snpuStreamEndCaptureToConditionalNode(snpuStream_t stream);
 /* SYNC. Number of recorded kernels, copies and memsets. */
 SNPU_API snpuError_t snpuGraphGetNodeCount(snpuGraph_t graph, size_t* count);
+/* SYNC. The name of the recorded node at index (in launch order): the kernel's, or "Memcpy HtoD" and the like; valid
+ * while the graph exists (its graph dumps). */
+SNPU_API snpuError_t snpuGraphGetNodeName(snpuGraph_t graph, size_t index, const char** name);
 /* ASYNC. Enqueues the graph's recorded work on the stream as one task (named "NPUGraph"). A node that fails ends the
  * task; the failure is reported as a kernel error of the stream, under the node's message. */
 SNPU_API snpuError_t snpuGraphLaunch(snpuGraph_t graph, snpuStream_t stream);
