@@ -146,6 +146,15 @@ def test_deepcopy_keeps_the_format(internal_formats):
     assert get_npu_format(copy.deepcopy(torch.rand(2, 2).npu())) == 2
 
 
+def test_weak_ref_tensor_keeps_the_format(internal_formats):
+    # torch_npu._C._weak_ref_tensor copies the storage's descriptor (the format) to the alias, as torch_npu's.
+    x = npu_format_cast(torch.rand(4, 4).npu(), 29)
+    weak = torch_npu._C._weak_ref_tensor(x)
+    assert get_npu_format(weak) == 29 and weak.data_ptr() == x.data_ptr()
+    assert torch.equal(weak.cpu(), x.cpu())
+    assert get_npu_format(torch_npu._C._weak_ref_tensor(torch.rand(2, 2).npu())) == 2
+
+
 def test_save_load_round_trip_keeps_the_format(internal_formats):
     w = torch.randn(20, 40, dtype=torch.float16)
     state = {"nz": npu_format_cast(w.npu(), 29), "fz": npu_format_cast(torch.randn(32, 3, 3, 3).npu(), 4),

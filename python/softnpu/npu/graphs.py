@@ -233,15 +233,21 @@ def graph_task_update_end(stream: torch.Stream) -> None:
 
 
 def _weak_ref_tensor(tensor):
-    """A tensor with t's sizes, strides, dtype and memory that does not own that memory (valid only while something
-    else keeps it alive: a captured graph's pool, or `tensor` itself), as torch_npu._C._weak_ref_tensor. Anything but
-    a tensor is returned as it is."""
+    """A tensor with t's sizes, strides, dtype, format and memory that does not own that memory (valid only while
+    something else keeps it alive: a captured graph's pool, or `tensor` itself), as torch_npu._C._weak_ref_tensor.
+    Anything but a tensor is returned as it is."""
     if not isinstance(tensor, torch.Tensor):
         return tensor
     storage = tensor.untyped_storage()
     alias = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), tensor.device, storage.nbytes())
-    return torch.empty((0,), dtype=tensor.dtype, device=tensor.device).set_(
+    weak = torch.empty((0,), dtype=tensor.dtype, device=tensor.device).set_(
         alias, tensor.storage_offset(), tensor.size(), tensor.stride())
+    # torch_npu copies the storage's descriptor (its format) to the alias; here the format is the tensor's backend
+    # metadata (csrc/backend/format.cpp).
+    metadata = torch._utils.get_tensor_metadata(tensor) if tensor.device.type == "npu" else None
+    if metadata:
+        torch._utils.set_tensor_metadata(weak, metadata)
+    return weak
 
 
 def _weak_npu(value):
