@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -21,7 +23,7 @@ from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import _C
-from . import super_kernel
+from . import _npugraph_utils, super_kernel
 # torch_npu's graph tensor dump specs, under torch_npu.npu.graphs' names.
 from .graph_tensor_dump import (  # noqa: F401
     _NPUGRAPH_TENSOR_BUFFER_SPEC_MARKER,
@@ -153,6 +155,21 @@ class NPUGraph:
         super_kernel.validate_options("debug_options", debug_options)
         if not self._captured:
             raise RuntimeError("Called NPUGraph::super_kernel_optimize without a preceding successful capture.")
+
+    def debug_dump(self, debug_path: str) -> None:
+        """torch_npu's: writes the captured graph to debug_path as a Chrome trace, and the aligned trace beside it
+        (.aligned.json; a failure to align is logged, the raw dump kept). Without a capture, warns and writes
+        nothing (_npugraph_utils.py has the format)."""
+        if not self._captured:
+            warnings.warn("Called NPUGraph::debug_dump without a preceding successful capture.")
+            return
+        _npugraph_utils.write_graph_json(debug_path, [segment.node_names() for segment in self._segments],
+                                         *self._stream)
+        try:
+            _npugraph_utils.align_trace_json(debug_path, None)
+        except Exception:  # the aligned view is optional: the raw dump stands
+            logging.getLogger(__name__).warning("Failed to generate the aligned trace of %s", debug_path,
+                                                exc_info=True)
 
     def _node_count(self) -> int:
         """Kernels, copies and memsets captured (softnpu's, for tests and benchmarks)."""
