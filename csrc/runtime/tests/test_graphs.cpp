@@ -37,6 +37,15 @@ TEST_F(Capturing, RecordsInsteadOfRunningAndReplaysInOrder) {
   size_t nodes = 0;
   ASSERT_SNPU(snpuGraphGetNodeCount(g, &nodes));
   EXPECT_EQ(nodes, 4u);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < nodes; ++i) {
+    const char* name = nullptr;
+    ASSERT_SNPU(snpuGraphGetNodeName(g, i, &name));
+    names.push_back(name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "Memset", "Memcpy DtoH", "second"}));
+  const char* past_the_end = nullptr;
+  EXPECT_EQ(snpuGraphGetNodeName(g, nodes, &past_the_end), snpuErrorInvalidValue);
   ASSERT_SNPU(snpuStreamSynchronize(s));
   EXPECT_EQ(runs.load(), 0);  // captured, not run
   EXPECT_EQ(buf[0], 0);
