@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import run_many
+
 
 def mlp():
     torch.manual_seed(0)
@@ -397,3 +399,21 @@ def test_pinned_memory_allocated_during_capture_stays_the_graphs():
     for _ in range(2):
         g.replay()
         assert dst1.cpu().tolist() == [3.0] * 64 and dst2.cpu().tolist() == [5.0] * 64
+
+
+def test_capture_is_refused_with_pin_memory_expandable_segments():
+    # torch_npu's NPUGraph::capture_begin refuses PYTORCH_NPU_ALLOC_CONF=pin_memory_expandable_segments:True (its
+    # expandable pinned-memory allocator has no graph pools); False, or no such key, captures.
+    code = """
+import torch, torch_npu
+g = torch.npu.NPUGraph()
+try:
+    with torch.npu.graph(g, stream=torch.npu.Stream()):
+        pass
+    print("captured")
+except RuntimeError as e:
+    print("refused" if "pin_memory_expandable_segments=True" in str(e) else "other: " + str(e))
+"""
+    results = run_many([(code, {"PYTORCH_NPU_ALLOC_CONF": f"pin_memory_expandable_segments:{flag}"})
+                        for flag in ("True", "False")])
+    assert [r.lines[-1] for r in results] == ["refused", "captured"]

@@ -165,8 +165,10 @@ void parse_allocator_config(const std::string& text, AllocatorConfig& cfg, bool 
       if (mb < 0) bad("bad " + key + " (a size in MiB)");
       (key == "pinned_max_round_threshold_mb" ? cfg.pinned_max_round_threshold : cfg.pinned_max_cached_size) =
           static_cast<size_t>(mb) >= (SIZE_MAX >> 20) ? SIZE_MAX : static_cast<size_t>(mb) << 20;
-    } else if (key == "pin_memory_expandable_segments" || key == "pinned_mem_register" ||
-               key == "multi_stream_lazy_reclaim" || key == "release_lock_on_npumalloc") {
+    } else if (key == "pin_memory_expandable_segments") {
+      cfg.pin_memory_expandable_segments = to_bool(key, value);
+    } else if (key == "pinned_mem_register" || key == "multi_stream_lazy_reclaim" ||
+               key == "release_lock_on_npumalloc") {
       to_bool(key, value);  // torch_npu's switches of its own allocators: accepted, no effect here
     } else if (key == "pinned_reserve_segment_size_mb" || key == "base_addr_aligned_kb") {
       if (to_int(key, value) < 0) bad("bad " + key + " (a size must not be negative)");
@@ -186,8 +188,8 @@ const char* kAllocConfSyntax =
     "to 64) or [MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
     "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F (0 < F <= 1), "
     "throw_on_npumalloc_oom:B, pinned_use_background_threads:B (B True or False), pinned_max_round_threshold_mb:N, "
-    "pinned_max_cached_size_mb:N, and torch_npu's keys accepted without effect here (pin_memory_expandable_segments, "
-    "pinned_mem_register, multi_stream_lazy_reclaim, release_lock_on_npumalloc: B; pinned_reserve_segment_size_mb, "
+    "pinned_max_cached_size_mb:N, pin_memory_expandable_segments:B (only refuses NPU graph captures, as torch_npu's), "
+    "and torch_npu's keys accepted without effect here (pinned_mem_register, multi_stream_lazy_reclaim, release_lock_on_npumalloc: B; pinned_reserve_segment_size_mb, "
     "base_addr_aligned_kb: N >= 0; page_size:1g); ";
 
 // Every configuration published stays alive: allocator_config()'s references outlive a change.

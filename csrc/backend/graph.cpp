@@ -9,6 +9,7 @@
 
 #include "backend/allocator.h"
 #include "backend/device.h"
+#include "backend/env.h"
 #include "backend/generator.h"
 #include "backend/npu_error.h"
 
@@ -42,6 +43,11 @@ void NPUGraph::capture_begin(c10::MempoolId_t pool, snpuStreamCaptureMode mode) 
   TORCH_CHECK(stream != getDefaultNPUStream(device_),
               "NPU graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them "
               "on the default stream.)");
+  // torch_npu's refusal (its expandable pinned memory has no graph pools), with its message.
+  TORCH_CHECK(!allocator_config().pin_memory_expandable_segments,
+              "ACLGraph capture is not supported when pin_memory_expandable_segments=True. Please unset "
+              "pin_memory_expandable_segments in PYTORCH_NPU_ALLOC_CONF to use ACLGraph with pin_memory, or avoid "
+              "pin_memory calls inside capture regions.");
   auto* allocator = NPUCachingAllocator::get();
   if (pool == c10::MempoolId_t{0, 0}) {
     pool_ = allocator->create_pool();
