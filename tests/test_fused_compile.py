@@ -74,6 +74,8 @@ CASES = {
                                                               z(4, 4, device=d)), "npu_geglu_grad"),
     "npu_fast_gelu": Case(lambda x: torch_npu.npu_fast_gelu(x), lambda: [r(4, 8)],
                           lambda d: torch_npu.npu_fast_gelu(z(4, dtype=torch.int32, device=d)), "npu_fast_gelu"),
+    "fast_gelu": Case(lambda x: torch_npu.fast_gelu(x), lambda: [r(4, 8)],
+                      lambda d: torch_npu.fast_gelu(z(4, dtype=torch.int32, device=d)), "npu_fast_gelu"),
     "npu_fast_gelu_backward": Case(lambda g, x: torch_npu.npu_fast_gelu_backward(g, x), lambda: [r(4, 8), r(4, 8)],
                                    lambda d: torch_npu.npu_fast_gelu_backward(z(4, device=d), z(5, device=d)),
                                    "npu_fast_gelu_backward"),
