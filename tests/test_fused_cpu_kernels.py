@@ -1,4 +1,4 @@
-"""The vectorized CPU kernels of csrc/fused (RMSNorm, RoPE: csrc/fused/cpu_kernels.h), compiled once per CPU capability:
+"""The vectorized CPU kernels of csrc/fused (RMSNorm, RoPE, FastGelu: csrc/fused/cpu_kernels.h), compiled once per CPU capability:
 every build the host can run (torch's choice, and DEFAULT and AVX2 forced through ATEN_CPU_CAPABILITY in a child
 process, as the build is chosen once per process) against float64 references, on rows with and without vector tails,
 broadcast tables, in place on a strided view, forward and backward."""
@@ -59,6 +59,18 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
         torch_npu.npu_apply_rotary_pos_emb(q, k, cos.npu(), sin.npu())
         want = qkv[:, :, :3].double() * cos.double() + rotate(qkv[:, :, :3].double()) * sin.double()
         torch.testing.assert_close(q.cpu().double(), want, atol=t, rtol=t)
+    for n in (1 << 16, 100003):  # whole vectors in parallel chunks, and a tail
+        x = (torch.randn(n) * 4).to(dtype)
+        x[:4] = torch.tensor([-1e4, -100.0, 100.0, 1e4])  # no overflowing exponential
+        xr = x.double().requires_grad_()
+        ref = xr * torch.sigmoid(1.702 * xr)
+        dy = torch.randn(n).to(dtype)
+        ref.backward(dy.double())
+        xn = x.npu().requires_grad_()
+        yn = torch_npu.npu_fast_gelu(xn)
+        yn.backward(dy.npu())
+        torch.testing.assert_close(yn.detach().cpu().double(), ref.detach(), atol=t, rtol=t)
+        torch.testing.assert_close(xn.grad.cpu().double(), xr.grad, atol=4 * t, rtol=4 * t)
 print("ok", torch.backends.cpu.get_cpu_capability())
 """
 

@@ -251,6 +251,17 @@ def test_fast_gelu(dtype):
         assert y.dtype == dtype
         torch.testing.assert_close(y.detach().cpu().double(), ref_fast_gelu(x.double()), **TOL[dtype])
         torch.testing.assert_close(xs.grad.cpu().double(), rx.grad, **TOL[dtype])
+    # no exponential overflows: large |x| give x and 0 (and a finite gradient), never nan
+    big = torch.tensor([-1e4, -100.0, -30.0, 30.0, 100.0, 1e4]).to(dtype)
+    got = torch_npu.npu_fast_gelu(big.npu()).cpu()
+    torch.testing.assert_close(got.double(), ref_fast_gelu(big.double()), **TOL[dtype])
+    dbig = torch_npu.npu_fast_gelu_backward(torch.ones_like(big).npu(), big.npu()).cpu()
+    torch.testing.assert_close(dbig.double(), torch.tensor([0.0, 0, 0, 1, 1, 1], dtype=torch.float64), **TOL[dtype])
+    # a strided input and a strided out=
+    xt = (torch.randn(33, 40) * 4).to(dtype)
+    out = torch.empty(40, 33, dtype=dtype).npu().t()
+    torch.ops.npu.npu_fast_gelu.out(xt.npu().t().contiguous().t(), out=out)
+    torch.testing.assert_close(out.cpu().double(), ref_fast_gelu(xt.double()), **TOL[dtype])
     with pytest.raises(RuntimeError, match="npu_fast_gelu: self must be float32"):
         torch_npu.npu_fast_gelu(torch.ones(3, dtype=torch.int32).npu())
 

@@ -52,6 +52,9 @@ struct RopeRows {
                 int64_t n, void* y, void* rstd, void* sum);                                                         \
   void rms_norm_backward(c10::ScalarType dtype, const void* dy, const void* x, const void* gamma, const void* rstd,   \
                          int64_t rows, int64_t n, void* dx, void* dgamma);                                          \
+  /* activations/fast_gelu_kernel.cc: n contiguous elements */                                                     \
+  void fast_gelu(c10::ScalarType dtype, const void* x, int64_t n, void* y);                                          \
+  void fast_gelu_backward(c10::ScalarType dtype, const void* grad, const void* x, int64_t n, void* dx);              \
   /* rotary/rope_kernel.cc */                                                                                       \
   void rope_forward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, const void* x, const void* cos,       \
                     const void* sin, void* y);                                                                      \

@@ -1,17 +1,12 @@
 // npu_fast_gelu(x) -> x * sigmoid(1.702 x), torch_npu's FastGelu (which writes it x / (1 + exp(-1.702 |x|)) *
-// exp(0.851 (x - |x|)) so that no exponential overflows). Backward: npu_fast_gelu_backward(grad, x). The forward is
-// computed as x * sigmoid(1.702 x) in the output's buffer by ATen's vectorized kernels (the composite allocates two
-// temporaries besides); the backward is one TensorIterator pass in float32.
+// exp(0.851 (x - |x|)) so that no exponential overflows). Backward: npu_fast_gelu_backward(grad, x). Both are one
+// vectorized pass over memory in the compute type (activations/fast_gelu_kernel.cc), where the composite makes three.
 #include <ATen/ATen.h>
-#include <ATen/Dispatch.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/native/cpu/Loops.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
-#include <cmath>
-
 #include "fused/common.h"
+#include "fused/cpu_kernels.h"
 
 // torch_npu's schemas (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
@@ -32,12 +27,6 @@ void check(const at::Tensor& x, const char* op) {
               ": self must be float32, float16 or bfloat16, got ", x.scalar_type());
 }
 
-// d/dx x * s(1.702 x) = s + 1.702 x s (1 - s), s = sigmoid(1.702 x).
-inline float fast_gelu_grad(float x) {
-  const float s = 1.f / (1.f + std::exp(-1.702f * x));
-  return s + 1.702f * x * s * (1.f - s);
-}
-
 at::Tensor fast_gelu_meta(const at::Tensor& x) {
   check(x, "npu_fast_gelu");
   return at::empty(x.sizes(), x.options());
@@ -47,10 +36,11 @@ at::Tensor& fast_gelu_out(const at::Tensor& x, at::Tensor& y) {
   check(x, "npu_fast_gelu");
   TORCH_CHECK(y.sizes() == x.sizes() && y.scalar_type() == x.scalar_type(),
               "npu_fast_gelu.out: out must have self's shape and dtype");
-  // sigmoid saturates to 0 or 1 without overflow; the product is x * sigmoid(1.702 x).
-  at::mul_out(y, x, 1.702);
-  y.sigmoid_();
-  y.mul_(x);
+  const at::Tensor xc = x.contiguous();
+  // The kernel writes contiguous elements: a strided out gets them through a copy.
+  at::Tensor dst = y.is_contiguous() ? y : at::empty(x.sizes(), x.options());
+  SOFTNPU_CPU_KERNEL(fast_gelu, x.scalar_type(), xc.const_data_ptr(), xc.numel(), dst.mutable_data_ptr());
+  if (!dst.is_same(y)) y.copy_(dst);
   return y;
 }
 
@@ -70,13 +60,9 @@ at::Tensor fast_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x) 
 
 at::Tensor fast_gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x) {
   at::Tensor dx = fast_gelu_backward_meta(grad, x);
-  dx = at::empty(x.sizes(), x.options());
-  auto iter = at::TensorIteratorConfig().add_output(dx).add_const_input(grad).add_const_input(x).build();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu_fast_gelu_backward", [&] {
-    at::native::cpu_kernel(iter, [](scalar_t g, scalar_t v) -> scalar_t {
-      return static_cast<scalar_t>(static_cast<float>(g) * fast_gelu_grad(v));
-    });
-  });
+  const at::Tensor gc = grad.contiguous(), xc = x.contiguous();
+  SOFTNPU_CPU_KERNEL(fast_gelu_backward, x.scalar_type(), gc.const_data_ptr(), xc.const_data_ptr(), xc.numel(),
+                     dx.mutable_data_ptr());
   return dx;
 }
 
