@@ -1,4 +1,4 @@
-"""The vectorized CPU kernels of csrc/fused (RMSNorm, RoPE, FastGelu: csrc/fused/cpu_kernels.h), compiled once per CPU capability:
+"""The vectorized CPU kernels of csrc/fused (RMSNorm, RoPE, FastGelu, ScaledMaskedSoftmax: csrc/fused/cpu_kernels.h), compiled once per CPU capability:
 every build the host can run (torch's choice, and DEFAULT and AVX2 forced through ATEN_CPU_CAPABILITY in a child
 process, as the build is chosen once per process) against float64 references, on rows with and without vector tails,
 broadcast tables, in place on a strided view, forward and backward."""
@@ -71,6 +71,16 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
         yn.backward(dy.npu())
         torch.testing.assert_close(yn.detach().cpu().double(), ref.detach(), atol=t, rtol=t)
         torch.testing.assert_close(xn.grad.cpu().double(), xr.grad, atol=4 * t, rtol=4 * t)
+    for n in (256, 100):  # whole vectors, and a tail
+        x = (torch.randn(2, 3, 5, n) * 4).to(dtype)
+        mask = torch.rand(2, 1, 5, n) > 0.8
+        mask[1, 0, 2] = True  # a fully masked row: uniform
+        x[0, 0, 1] = -1e5  # a row wholly below the fill value
+        for m, triu in ((mask, False), (torch.zeros(5, n, dtype=torch.bool), True)):
+            want = m if not triu else torch.ones(5, n).triu(1).bool()
+            ref = torch.softmax((x.double() * 0.125).masked_fill(want, -10000.0), -1)
+            got = torch_npu.npu_scaled_masked_softmax(x.npu(), m.npu(), 0.125, triu)
+            torch.testing.assert_close(got.cpu().double(), ref, atol=t, rtol=t)
 print("ok", torch.backends.cpu.get_cpu_capability())
 """
 

@@ -55,6 +55,9 @@ struct RopeRows {
   /* activations/fast_gelu_kernel.cc: n contiguous elements */                                                     \
   void fast_gelu(c10::ScalarType dtype, const void* x, int64_t n, void* y);                                          \
   void fast_gelu_backward(c10::ScalarType dtype, const void* grad, const void* x, int64_t n, void* dx);              \
+  /* activations/scaled_masked_softmax_kernel.cc: rows of n contiguous x, row r's mask at mask + mask_rows[r] */     \
+  void scaled_masked_softmax(c10::ScalarType dtype, const void* x, const bool* mask, const int64_t* mask_rows,       \
+                             double scale, int64_t rows, int64_t n, void* y);                                        \
   /* rotary/rope_kernel.cc */                                                                                       \
   void rope_forward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, const void* x, const void* cos,       \
                     const void* sin, void* y);                                                                      \

@@ -1,13 +1,17 @@
 // npu_scaled_masked_softmax(x, mask, scale=1, fixed_triu_mask=False) -> softmax over the last dim of x * scale with
 // the positions where mask is True set to -10000 (Megatron's ScaledMaskedSoftmax, which torch_npu's fuses: a fully
 // masked row is uniform, not NaN), in float32, y in x's dtype. mask is bool and broadcasts to x; fixed_triu_mask=True
-// masks the upper triangle (j > i) itself. Backward: npu_scaled_masked_softmax_backward(y_grad, y, mask, scale,
+// masks the upper triangle (j > i) itself. The forward is one pass over memory (scaled_masked_softmax_kernel.cc).
+// Backward: npu_scaled_masked_softmax_backward(y_grad, y, mask, scale,
 // fixed_triu_mask) = scale * y * (y_grad - sum(y_grad * y)), zero at the masked positions.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "fused/common.h"
+#include "fused/cpu_kernels.h"
 
 // torch_npu's schemas (argument names, order, defaults, returns).
 TORCH_LIBRARY_FRAGMENT(npu, m) {
@@ -42,9 +46,29 @@ at::Tensor softmax_meta(const at::Tensor& x, const at::Tensor& mask, const at::S
 
 at::Tensor softmax_cpu(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale, bool fixed_triu_mask) {
   check(x, mask, "npu_scaled_masked_softmax");
-  const at::Tensor s =
-      at::mul(x.to(at::kFloat), scale).masked_fill_(fill_mask(x, mask, fixed_triu_mask), -10000.0);
-  return at::_softmax(s, -1, false).to(x.scalar_type());
+  const at::Tensor xc = x.contiguous();
+  const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  if (x.numel() == 0) return y;
+  // The mask as a view of x's shape (stride 0 where it broadcasts); each row of x gets the offset of its mask row.
+  at::Tensor m = fill_mask(x, mask, fixed_triu_mask).expand(x.sizes());
+  if (m.stride(-1) != 1) m = m.contiguous();
+  std::vector<int64_t> mask_rows(static_cast<size_t>(rows));
+  const int64_t lead = x.dim() - 1;
+  std::vector<int64_t> idx(static_cast<size_t>(lead), 0);
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    mask_rows[r] = off;
+    for (int64_t d = lead - 1; d >= 0; --d) {
+      off += m.stride(d);
+      if (++idx[d] < x.size(d)) break;
+      off -= m.stride(d) * x.size(d);
+      idx[d] = 0;
+    }
+  }
+  SOFTNPU_CPU_KERNEL(scaled_masked_softmax, x.scalar_type(), xc.const_data_ptr(), m.const_data_ptr<bool>(),
+                     mask_rows.data(), scale.toDouble(), rows, n, y.mutable_data_ptr());
+  return y;
 }
 
 at::Tensor backward_meta(const at::Tensor& y_grad, const at::Tensor& y, const at::Tensor& mask,
