@@ -81,6 +81,11 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
             ref = torch.softmax((x.double() * 0.125).masked_fill(want, -10000.0), -1)
             got = torch_npu.npu_scaled_masked_softmax(x.npu(), m.npu(), 0.125, triu)
             torch.testing.assert_close(got.cpu().double(), ref, atol=t, rtol=t)
+            dy = torch.randn(x.shape).to(dtype)
+            yd = got.cpu().double()
+            want_dx = (0.125 * yd * (dy.double() - (dy.double() * yd).sum(-1, keepdim=True))).masked_fill(want, 0)
+            dx = torch_npu.npu_scaled_masked_softmax_backward(dy.npu(), got, m.npu(), 0.125, triu)
+            torch.testing.assert_close(dx.cpu().double(), want_dx, atol=4 * t, rtol=4 * t)
 print("ok", torch.backends.cpu.get_cpu_capability())
 """
 

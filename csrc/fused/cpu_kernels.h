@@ -58,6 +58,8 @@ struct RopeRows {
   /* activations/scaled_masked_softmax_kernel.cc: rows of n contiguous x, row r's mask at mask + mask_rows[r] */     \
   void scaled_masked_softmax(c10::ScalarType dtype, const void* x, const bool* mask, const int64_t* mask_rows,       \
                              double scale, int64_t rows, int64_t n, void* y);                                        \
+  void scaled_masked_softmax_backward(c10::ScalarType dtype, const void* dy, const void* y, const bool* mask,        \
+                                      const int64_t* mask_rows, double scale, int64_t rows, int64_t n, void* dx);   \
   /* rotary/rope_kernel.cc */                                                                                       \
   void rope_forward(c10::ScalarType dtype, const RopeRows& rows, int64_t half, const void* x, const void* cos,       \
                     const void* sin, void* y);                                                                      \

@@ -1,7 +1,7 @@
 // npu_scaled_masked_softmax(x, mask, scale=1, fixed_triu_mask=False) -> softmax over the last dim of x * scale with
 // the positions where mask is True set to -10000 (Megatron's ScaledMaskedSoftmax, which torch_npu's fuses: a fully
 // masked row is uniform, not NaN), in float32, y in x's dtype. mask is bool and broadcasts to x; fixed_triu_mask=True
-// masks the upper triangle (j > i) itself. The forward is one pass over memory (scaled_masked_softmax_kernel.cc).
+// masks the upper triangle (j > i) itself. Forward and backward run in scaled_masked_softmax_kernel.cc.
 // Backward: npu_scaled_masked_softmax_backward(y_grad, y, mask, scale,
 // fixed_triu_mask) = scale * y * (y_grad - sum(y_grad * y)), zero at the masked positions.
 #include <ATen/ATen.h>
@@ -39,6 +39,32 @@ at::Tensor fill_mask(const at::Tensor& x, const at::Tensor& mask, bool fixed_tri
   return at::ones({x.size(-2), x.size(-1)}, mask.options()).triu_(1);
 }
 
+// The mask as a view of x's shape (stride 0 where it broadcasts, its last dim contiguous), and for each row of x the
+// element offset of its mask row.
+struct MaskRows {
+  MaskRows(const at::Tensor& x, const at::Tensor& fill) : mask(fill.expand(x.sizes())), n(x.size(-1)) {
+    if (mask.stride(-1) != 1) mask = mask.contiguous();
+    rows = x.numel() / n;
+    offsets.resize(static_cast<size_t>(rows));
+    const int64_t lead = x.dim() - 1;
+    std::vector<int64_t> idx(static_cast<size_t>(lead), 0);
+    int64_t off = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      offsets[r] = off;
+      for (int64_t d = lead - 1; d >= 0; --d) {
+        off += mask.stride(d);
+        if (++idx[d] < x.size(d)) break;
+        off -= mask.stride(d) * x.size(d);
+        idx[d] = 0;
+      }
+    }
+  }
+
+  at::Tensor mask;
+  int64_t n, rows = 0;
+  std::vector<int64_t> offsets;
+};
+
 at::Tensor softmax_meta(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale, bool fixed_triu_mask) {
   check(x, mask, "npu_scaled_masked_softmax");
   return at::empty(x.sizes(), x.options());
@@ -47,27 +73,11 @@ at::Tensor softmax_meta(const at::Tensor& x, const at::Tensor& mask, const at::S
 at::Tensor softmax_cpu(const at::Tensor& x, const at::Tensor& mask, const at::Scalar& scale, bool fixed_triu_mask) {
   check(x, mask, "npu_scaled_masked_softmax");
   const at::Tensor xc = x.contiguous();
-  const int64_t n = x.size(-1), rows = x.numel() / std::max<int64_t>(n, 1);
   at::Tensor y = at::empty(x.sizes(), x.options());
   if (x.numel() == 0) return y;
-  // The mask as a view of x's shape (stride 0 where it broadcasts); each row of x gets the offset of its mask row.
-  at::Tensor m = fill_mask(x, mask, fixed_triu_mask).expand(x.sizes());
-  if (m.stride(-1) != 1) m = m.contiguous();
-  std::vector<int64_t> mask_rows(static_cast<size_t>(rows));
-  const int64_t lead = x.dim() - 1;
-  std::vector<int64_t> idx(static_cast<size_t>(lead), 0);
-  int64_t off = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    mask_rows[r] = off;
-    for (int64_t d = lead - 1; d >= 0; --d) {
-      off += m.stride(d);
-      if (++idx[d] < x.size(d)) break;
-      off -= m.stride(d) * x.size(d);
-      idx[d] = 0;
-    }
-  }
-  SOFTNPU_CPU_KERNEL(scaled_masked_softmax, x.scalar_type(), xc.const_data_ptr(), m.const_data_ptr<bool>(),
-                     mask_rows.data(), scale.toDouble(), rows, n, y.mutable_data_ptr());
+  const MaskRows m(x, fill_mask(x, mask, fixed_triu_mask));
+  SOFTNPU_CPU_KERNEL(scaled_masked_softmax, x.scalar_type(), xc.const_data_ptr(), m.mask.const_data_ptr<bool>(),
+                     m.offsets.data(), scale.toDouble(), m.rows, m.n, y.mutable_data_ptr());
   return y;
 }
 
@@ -82,12 +92,15 @@ at::Tensor backward_meta(const at::Tensor& y_grad, const at::Tensor& y, const at
 at::Tensor backward_cpu(const at::Tensor& y_grad, const at::Tensor& y, const at::Tensor& mask, const at::Scalar& scale,
                         bool fixed_triu_mask) {
   backward_meta(y_grad, y, mask, scale, fixed_triu_mask);
-  const at::Tensor g = y_grad.to(at::kFloat), yf = y.to(at::kFloat);
+  const at::Tensor gc = y_grad.contiguous(), yc = y.to(y_grad.scalar_type()).contiguous();
+  at::Tensor dx = at::empty(y_grad.sizes(), y_grad.options());
+  if (dx.numel() == 0) return dx;
   // Masked positions were replaced by a constant: no gradient reaches them (a fully masked row's included).
-  return (yf * (g - (g * yf).sum(-1, true)))
-      .mul_(scale)
-      .masked_fill_(fill_mask(y, mask, fixed_triu_mask), 0.0)
-      .to(y_grad.scalar_type());
+  const MaskRows m(y, fill_mask(y, mask, fixed_triu_mask));
+  SOFTNPU_CPU_KERNEL(scaled_masked_softmax_backward, dx.scalar_type(), gc.const_data_ptr(), yc.const_data_ptr(),
+                     m.mask.const_data_ptr<bool>(), m.offsets.data(), scale.toDouble(), m.rows, m.n,
+                     dx.mutable_data_ptr());
+  return dx;
 }
 
 using SoftmaxSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&, bool);

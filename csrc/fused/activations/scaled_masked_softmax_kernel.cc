@@ -1,4 +1,4 @@
-// npu_scaled_masked_softmax's forward kernel (compiled once per CPU capability: fused/cpu_kernels.h): rows of n
+// npu_scaled_masked_softmax's forward and backward kernels (compiled once per CPU capability: fused/cpu_kernels.h): rows of n
 // contiguous elements, in parallel over rows, each row read from memory once into a float32 row buffer (scaled, masked
 // positions set to -10000, its maximum taken on the way), exponentiated and summed there in vectors, and written once
 // normalized and rounded to the output's dtype, where the composite makes a pass and a temporary per ATen op.
@@ -73,7 +73,50 @@ void scaled_masked_softmax_rows(const T* x, const bool* mask, const int64_t* mas
   });
 }
 
+// dx = scale * y * (dy - sum(dy * y)) per row, 0 at the masked positions: two passes over the row (the second from
+// the cache).
+template <typename T>
+void scaled_masked_softmax_backward_rows(const T* dy, const T* y, const bool* mask, const int64_t* mask_rows,
+                                         float scale, int64_t rows, int64_t n, T* dx) {
+  using L = Lanes<T>;
+  using V = at::vec::Vectorized<float>;
+  constexpr int64_t S = L::kStep;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(n, 1));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    const V vzero(0.f);
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t off = r * n;
+      const bool* mr = mask + mask_rows[r];
+      typename L::Val dot(0.f);
+      for (int64_t j = 0; j < n; j += S) {
+        const int64_t m = std::min(S, n - j);
+        dot = fmadd(L::load(dy + off + j, m), L::load(y + off + j, m), dot);
+      }
+      const typename L::Val vdot(L::sum(dot)), vscale(scale);
+      for (int64_t j = 0; j < n; j += S) {
+        const int64_t m = std::min(S, n - j);
+        alignas(64) float mf[S] = {};
+        for (int64_t k = 0; k < m; ++k) mf[k] = static_cast<float>(mr[j + k]);
+        const auto d = vscale * L::load(y + off + j, m) * (L::load(dy + off + j, m) - vdot);
+        const typename L::Val out(V::blendv(d.lo, vzero, V::loadu(mf) != vzero),
+                                  V::blendv(d.hi, vzero, V::loadu(mf + S / 2) != vzero));
+        L::store(dx + off + j, out, m);
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void scaled_masked_softmax_backward(c10::ScalarType dtype, const void* dy, const void* y, const bool* mask,
+                                    const int64_t* mask_rows, double scale, int64_t rows, int64_t n, void* dx) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "npu_scaled_masked_softmax_backward", [&] {
+    if constexpr (!std::is_same_v<scalar_t, double>)
+      scaled_masked_softmax_backward_rows<scalar_t>(static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(y),
+                                                    mask, mask_rows, static_cast<float>(scale), rows, n,
+                                                    static_cast<scalar_t*>(dx));
+  });
+}
 
 void scaled_masked_softmax(c10::ScalarType dtype, const void* x, const bool* mask, const int64_t* mask_rows,
                            double scale, int64_t rows, int64_t n, void* y) {
