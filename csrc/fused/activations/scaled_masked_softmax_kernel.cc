@@ -1,5 +1,5 @@
-// npu_scaled_masked_softmax's forward and backward kernels (compiled once per CPU capability: fused/cpu_kernels.h): rows of n
-// contiguous elements, in parallel over rows, each row read from memory once into a float32 row buffer (scaled, masked
+// npu_scaled_masked_softmax's kernels (compiled once per CPU capability: fused/cpu_kernels.h): rows of n contiguous
+// elements, in parallel over rows. Forward: each row read from memory once into a float32 row buffer (scaled, masked
 // positions set to -10000, its maximum taken on the way), exponentiated and summed there in vectors, and written once
 // normalized and rounded to the output's dtype, where the composite makes a pass and a temporary per ATen op.
 #include <ATen/Dispatch.h>
