@@ -605,6 +605,11 @@ std::vector<SyncPointCount> sync_point_counts() {
 
 uint64_t total_sync_points() { return g_sync_points.load(std::memory_order_relaxed); }
 
+void count_sync_point(const c10::OperatorHandle& op) {
+  op_info(op).sync_points.fetch_add(1, std::memory_order_relaxed);
+  g_sync_points.fetch_add(1, std::memory_order_relaxed);
+}
+
 void take_over_aten_ops(torch::Library& m, const std::function<bool(const c10::OperatorHandle&)>& take) {
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNames()) {

@@ -40,6 +40,9 @@ struct SyncPointCount {
   std::string op;
   uint64_t count;
 };
+// Counts a sync point taken outside this path (the data-dependent kernels of sparse tensors, ops/sparse.cpp).
+void count_sync_point(const c10::OperatorHandle& op);
+
 // Sync points taken so far, per op, most frequent first.
 std::vector<SyncPointCount> sync_point_counts();
 uint64_t total_sync_points();
