@@ -151,18 +151,3 @@ def test_errors_carry_torch_npu_error_codes():
 def test_messages_say_a_npu_device_as_torch_npu_does():
     with pytest.raises(ValueError, match="Expected a npu device, but got: cpu"):
         torch.npu.synchronize("cpu")
-
-
-# ------------------------------------------------------------------------------------------------ sparse tensors
-
-
-def test_sparse_tensors_are_refused_on_npu_with_a_clear_error():
-    dense = torch.tensor([[0.0, 2.0], [3.0, 0.0]])
-    sparse = dense.to_sparse()
-    message = r"on npu: sparse tensors are not supported on npu.*to_dense\(\)"
-    with pytest.raises(NotImplementedError, match=message):
-        sparse.npu()
-    with pytest.raises(NotImplementedError, match=message):
-        torch.sparse_coo_tensor(sparse.indices(), sparse.values(), (2, 2), device="npu")
-    # What to do instead works, and gives the CPU's values.
-    assert torch.equal((sparse.to_dense().npu() * 2).cpu(), (sparse * 2).to_dense())
