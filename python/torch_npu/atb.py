@@ -1,0 +1,19 @@
+"""torch_npu.atb: torch_npu's ATB operators that it exports under this module (npu_multi_head_latent_attention, ...),
+the dispatcher ops of the ``atb`` namespace registered by softnpu's C++ (csrc/fused/attention/). They are read from
+the dispatcher: every public op, and each op's private workspace query (``_<op>_get_workspace``), which graph capture
+calls. The ATB ops torch_npu exports on torch_npu itself (_npu_paged_attention, ...) are there, not here."""
+
+import torch
+
+import softnpu  # noqa: F401  (registers the atb namespace)
+
+
+def _registered_ops():
+    names = {qualified.partition("::")[2].split(".")[0] for qualified in torch._C._dispatch_get_all_op_names()
+             if qualified.startswith("atb::")}
+    public = {name for name in names if not name.startswith("_")}
+    return sorted(public | {name for name in names if any(name == f"_{op}_get_workspace" for op in public)})
+
+
+__all__ = _registered_ops()
+globals().update({name: getattr(torch.ops.atb, name) for name in __all__})
