@@ -23,6 +23,8 @@ for _qualified in _torch._C._dispatch_get_all_op_names():
         _op = _op.split(".")[0]
         globals().setdefault(_op, getattr(getattr(_torch.ops, _namespace), _op))
 del _qualified, _namespace, _op
+# torch_npu.atb: the ATB ops torch_npu exports under that module (npu_multi_head_latent_attention, ...).
+from . import atb  # noqa: E402,F401
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.
