@@ -122,6 +122,7 @@ c10::MempoolId_t pool_id(const BlockPool& pool) { return pool.owner ? pool.owner
 // (gathering Python frames takes the GIL, which a thread waiting for the lock may hold).
 std::atomic<int> g_record_when{static_cast<int>(RecordContext::NEVER)};
 std::atomic<CreateContextFn> g_gather{nullptr};
+std::atomic<bool> g_history_enabled{false};
 
 std::shared_ptr<c10::GatheredContext> maybe_gather(RecordContext level) {
   if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(level)) return nullptr;
@@ -218,6 +219,81 @@ class DeviceAllocatorState {
   void free(Block* block) {
     auto context = maybe_gather(RecordContext::ALL);
     std::lock_guard<std::mutex> lock(mutex_);
+    free_locked(block, std::move(context));
+  }
+
+  // Graph trees' checkpoint of a private pool: each of its segments, block by block.
+  std::vector<NPUCachingAllocator::SegmentCheckpoint> checkpoint(c10::MempoolId_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<NPUCachingAllocator::SegmentCheckpoint> out;
+    for (Block* head : segments_) {
+      if (pool_id(*head->pool) != id) continue;
+      TORCH_CHECK(!head->segment, "NPU graph trees: checkpoints of expandable segments are not supported "
+                  "(PYTORCH_NPU_ALLOC_CONF=expandable_segments:False)");
+      NPUCachingAllocator::SegmentCheckpoint seg{head->ptr, head->stream, head->pool->is_small, {}};
+      for (Block* b = head; b; b = b->next) seg.blocks.push_back({b->size, b->allocated ? b->requested_size : 0,
+                                                                  b->allocated});
+      out.push_back(std::move(seg));
+    }
+    return out;
+  }
+
+  // Frees every block of the pool allocated now (their addresses appended to `freed`), then splits each segment of the
+  // checkpoint as it was and allocates the blocks that were allocated (appended to `allocated`). Segments of the pool
+  // the checkpoint does not name stay free.
+  void restore(c10::MempoolId_t id, const std::vector<NPUCachingAllocator::SegmentCheckpoint>& checkpoint,
+               std::vector<void*>& freed, std::vector<Block*>& allocated) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    synchronize_pending();
+    std::vector<Block*> live;
+    for (Block* head : segments_)
+      if (pool_id(*head->pool) == id)
+        for (Block* b = head; b; b = b->next)
+          if (b->allocated) live.push_back(b);
+    for (Block* b : live) {
+      freed.push_back(b->ptr);
+      b->stream_uses.clear();  // the graph pool's blocks are the graph stream's
+      free_locked(b, nullptr);
+    }
+    for (const auto& seg : checkpoint) {
+      auto it = std::find_if(segments_.begin(), segments_.end(), [&](Block* h) { return h->ptr == seg.ptr; });
+      TORCH_CHECK(it != segments_.end() && pool_id(*(*it)->pool) == id && !(*it)->next,
+                  "NPU graph trees: the checkpointed segment at ", seg.ptr, " is no longer a free segment of pool (",
+                  id.first, ", ", id.second, ")");
+      Block* rest = *it;
+      BlockPool& pool = *rest->pool;
+      pool.blocks.erase(rest);
+      for (size_t i = 0; i < seg.blocks.size(); ++i) {
+        const auto& want = seg.blocks[i];
+        Block* piece = i + 1 < seg.blocks.size() ? split_front(rest, want.size) : rest;
+        if (want.allocated) {
+          mark_allocated(piece, pool, want.requested_size, nullptr);
+          allocated.push_back(piece);
+        } else {
+          pool.blocks.insert(piece);
+          count_inactive(piece, +1);
+        }
+      }
+    }
+  }
+
+  // Whether the pool's allocated blocks are exactly those at `ptrs` (graph trees' check of live allocations).
+  bool live_allocations_are(c10::MempoolId_t id, const std::set<void*>& ptrs) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t count = 0;
+    for (Block* head : segments_) {
+      if (pool_id(*head->pool) != id) continue;
+      for (Block* b = head; b; b = b->next) {
+        if (!b->allocated) continue;
+        if (!ptrs.count(b->ptr)) return false;
+        ++count;
+      }
+    }
+    return count == ptrs.size();
+  }
+
+ private:
+  void free_locked(Block* block, std::shared_ptr<c10::GatheredContext> context) {
     record_trace(TraceEntry::FREE_REQUESTED, block->ptr, block->requested_size, block->stream, pool_id(*block->pool),
                  context);
     block->allocated = false;
@@ -244,6 +320,7 @@ class DeviceAllocatorState {
     }
   }
 
+ public:
   void record_stream(Block* block, snpuStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stream == block->stream) return;
@@ -860,6 +937,13 @@ class DeviceAllocatorState {
         stats_.inactive_split_bytes[i].decrease(block->size);
       });
     }
+    mark_allocated(block, pool, orig_size, std::move(context));
+    return block;
+  }
+
+  // Marks the block allocated and counts it.
+  void mark_allocated(Block* block, BlockPool& pool, size_t orig_size, std::shared_ptr<c10::GatheredContext> context) {
+    const StatTypes types = stat_types_for(pool);
     block->allocated = true;
     block->requested_size = orig_size;
     record_trace(TraceEntry::ALLOC, block->ptr, orig_size, block->stream, pool_id(pool), context);
@@ -873,7 +957,6 @@ class DeviceAllocatorState {
     });
     if (!pool.is_small && block->size >= allocator_config().max_split_size) stats_.oversize_allocations.increase(1);
     report_to_profiler(block->ptr, static_cast<int64_t>(block->size));
-    return block;
   }
 
   // Back to its stream's free list, merged with free neighbours. Without caching, or in a released private pool, a
@@ -1197,11 +1280,14 @@ NPUCachingAllocator::Snapshot NPUCachingAllocator::snapshot(c10::MempoolId_t poo
 void NPUCachingAllocator::record_history(bool enabled, CreateContextFn gather, RecordContext when, bool trace,
                                          size_t max_entries, bool clear_history,
                                          const std::vector<TraceEntry::Action>& skip) {
+  g_history_enabled.store(enabled);
   g_gather.store(enabled ? gather : nullptr);
   g_record_when.store(static_cast<int>(enabled ? when : RecordContext::NEVER));
   for (c10::DeviceIndex d = 0; d < device_count(); ++d)
     state(d).set_history(enabled && trace, max_entries, clear_history, skip);
 }
+
+bool NPUCachingAllocator::history_enabled() const { return g_history_enabled.load(); }
 
 void NPUCachingAllocator::attach_oom_observer(OomObserver observer) {
   std::lock_guard<std::mutex> g(g_observers_mutex);
@@ -1300,6 +1386,59 @@ void NPUCachingAllocator::raw_delete(void* ptr) {
     data = std::move(it->second);
     g_raw_allocations.erase(it);
   }
+}
+
+std::shared_ptr<NPUCachingAllocator::PoolCheckpoint> NPUCachingAllocator::checkpoint_pool(c10::DeviceIndex device,
+                                                                                         c10::MempoolId_t pool) {
+  return std::make_shared<PoolCheckpoint>(PoolCheckpoint{device, pool, state(device).checkpoint(pool)});
+}
+
+void NPUCachingAllocator::restore_pool_checkpoint(const PoolCheckpoint& checkpoint,
+                                                  const std::vector<c10::StorageImpl*>& stale,
+                                                  const std::vector<c10::StorageImpl*>& live) {
+  // Every block of the pool is freed below: storages owning one let go of it first (the Block objects do not survive
+  // the merges), the stale ones for good, the live ones until they own their restored block.
+  for (const auto* storages : {&stale, &live}) {
+    for (c10::StorageImpl* s : *storages) {
+      if (!owns_block(s)) continue;
+      c10::DataPtr& data = s->mutable_data_ptr();
+      data.release_context();
+      data = c10::DataPtr(data.get(), data.device());
+    }
+  }
+  std::vector<void*> freed;
+  std::vector<Block*> allocated;
+  state(checkpoint.device).restore(checkpoint.pool, checkpoint.segments, freed, allocated);
+  std::unordered_map<void*, Block*> by_ptr;
+  for (Block* b : allocated) by_ptr.emplace(b->ptr, b);
+  const c10::Device device(c10::DeviceType::PrivateUse1, checkpoint.device);
+  for (c10::StorageImpl* s : live) {
+    auto it = by_ptr.find(s->mutable_data());
+    TORCH_CHECK(it != by_ptr.end(), "NPU graph trees: a live storage at ", s->mutable_data(),
+                " is not a block allocated in the checkpoint");
+    s->set_data_ptr_noswap(c10::DataPtr(it->second->ptr, it->second, &free_block, device));
+    by_ptr.erase(it);
+  }
+  std::lock_guard<std::mutex> g(g_raw_mutex);
+  for (auto& [ptr, block] : by_ptr) g_raw_allocations.emplace(ptr, c10::DataPtr(ptr, block, &free_block, device));
+}
+
+bool NPUCachingAllocator::pool_live_allocations_are(c10::DeviceIndex device, c10::MempoolId_t pool,
+                                                    const std::set<void*>& ptrs) {
+  return state(device).live_allocations_are(pool, ptrs);
+}
+
+bool NPUCachingAllocator::owns_block(const c10::StorageImpl* storage) {
+  return storage->data_ptr().get_deleter() == &free_block;
+}
+
+void NPUCachingAllocator::free_and_remove_deleter(c10::StorageImpl* storage) {
+  TORCH_CHECK(owns_block(storage), "_free_And_Remove_DeleterFn: the storage does not own a block of the npu caching "
+              "allocator");
+  c10::DataPtr& data = storage->mutable_data_ptr();
+  void* block = data.release_context();
+  data = c10::DataPtr(data.get(), data.device());  // the address stays, owned by nobody
+  free_block(block);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, NPUCachingAllocator::get());

@@ -22,7 +22,12 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <c10/core/StorageImpl.h>
+
 #include <functional>
+#include <memory>
+#include <set>
+#include <vector>
 
 #include "backend/stream.h"
 
@@ -66,6 +71,8 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   void record_history(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
                       c10::CachingDeviceAllocator::RecordContext when, bool trace, size_t max_entries,
                       bool clear_history, const std::vector<c10::CachingDeviceAllocator::TraceEntry::Action>& skip);
+  // Whether _record_memory_history is on (torch_npu._C._npu_isHistoryEnabled).
+  bool history_enabled() const;
   // Called (allocator unlocked) before an OutOfMemoryError is raised: device, bytes requested, bytes free on it.
   using OomObserver = std::function<void(c10::DeviceIndex, size_t, size_t)>;
   void attach_oom_observer(OomObserver observer);
@@ -96,6 +103,39 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first
   // allocation; the statistics then stay those of the unused cache.
   void use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free);
+
+  // Graph trees (torch_npu._C._npu_getCheckpointState / _npu_setCheckpointPoolState / _npu_checkPoolLiveAllocations,
+  // CUDA's checkpoints of a private pool): a pool's segments on a device, block by block, so that a later recording
+  // can start from the memory state that followed an earlier one.
+  struct BlockCheckpoint {
+    size_t size;
+    size_t requested_size;
+    bool allocated;
+  };
+  struct SegmentCheckpoint {
+    void* ptr;
+    snpuStream_t stream;
+    bool is_small;
+    std::vector<BlockCheckpoint> blocks;
+  };
+  struct PoolCheckpoint {
+    c10::DeviceIndex device;
+    c10::MempoolId_t pool;
+    std::vector<SegmentCheckpoint> segments;
+  };
+  std::shared_ptr<PoolCheckpoint> checkpoint_pool(c10::DeviceIndex device, c10::MempoolId_t pool);
+  // Frees every block the pool has allocated now and allocates again those the checkpoint had allocated, at the same
+  // addresses. `stale` storages (whose blocks are freed) lose their deleter; each of `live` whose address is a
+  // restored block owns that block from now on; the other restored blocks are raw allocations (raw_delete frees them).
+  void restore_pool_checkpoint(const PoolCheckpoint& checkpoint, const std::vector<c10::StorageImpl*>& stale,
+                               const std::vector<c10::StorageImpl*>& live);
+  // Whether the pool's allocated blocks on the device are exactly those at `ptrs`.
+  bool pool_live_allocations_are(c10::DeviceIndex device, c10::MempoolId_t pool, const std::set<void*>& ptrs);
+  // torch._C._has_Standard_Deleter / _free_And_Remove_DeleterFn for npu storages (this allocator's DataPtrs carry
+  // their block, not raw_deleter()): whether the storage owns a block of this allocator; free its block now and leave
+  // the storage pointing at it without owning it.
+  static bool owns_block(const c10::StorageImpl* storage);
+  void free_and_remove_deleter(c10::StorageImpl* storage);
 
   // caching_allocator_alloc / caching_allocator_delete: raw pointers, the block tracked here.
   void* raw_alloc(size_t nbytes, const NPUStream& stream);

@@ -22,6 +22,7 @@
 #include "backend/interrupt.h"
 #include "backend/python/format.h"
 #include "backend/python/host_func.h"
+#include "backend/python/graph_tree.h"
 #include "backend/python/ipc.h"
 #include "backend/python/ipc_event.h"
 #include "backend/python/mstx.h"
@@ -336,6 +337,7 @@ PYBIND11_MODULE(_C, m) {
     // the hooks (memory registered by npurt().npuHostRegister is pinned before any pin_memory() call).
     at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
   });
+  register_graph_tree_bindings(m);  // torch_npu._C's allocator hooks of NPU graph trees (_npu_getCheckpointState, ...)
   register_ipc_bindings(m);     // _share_npu_, _new_shared_npu, _release_ipc_counter, _ipc_collect
   register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
   register_npurt_bindings(m);  // _npurt: torch.npu.npurt()

@@ -11,6 +11,12 @@
 - ``_npurt``: torch.npu.npurt()'s module of raw runtime calls; ``_mstx``: the entry points behind torch.npu.mstx;
 - ``_npu_getCurrentRawStream(device)`` / ``_npu_getCurrentRawStreamNoWait(device)``: the current stream's runtime
   handle (torch.npu.Stream.npu_stream), what Inductor's generated code passes around;
+- the caching allocator's hooks of NPU graph trees (``torch_npu.npu._graph_tree``, what torch._C._cuda_* gives CUDA's
+  graph trees): ``_npu_beginAllocateCurrentThreadToPool`` / ``_npu_endAllocateToPool`` / ``_npu_releasePool``,
+  ``_npu_getCheckpointState`` / ``_npu_setCheckpointPoolState``, ``_npu_checkPoolLiveAllocations``,
+  ``_npu_npuCachingAllocator_raw_delete``, ``_npu_isHistoryEnabled``, ``_has_Standard_Deleter`` /
+  ``_free_And_Remove_DeleterFn`` for npu storages, ``_construct_NPU_Tensor_From_Storage_And_Metadata``, and torch's
+  device-independent ones the graph trees call through here (``_add_cached_tensor``, ...);
 - ``_npu_fused_infer_attention_score_out_graph(stream, handle, event, ...)``: a captured task group of
   npu_fused_infer_attention_score.out updated with new arguments (softnpu.npu._npugraph_handlers.ifa_handler).
 """
@@ -58,3 +64,41 @@ def _empty_strided_npu(size, stride, dtype, device_index=None):
     same filling under torch.use_deterministic_algorithms)."""
     device = torch.device("npu", torch.npu.current_device() if device_index is None else device_index)
     return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+
+# NPU graph trees' allocator hooks (csrc/backend/python/graph_tree.cpp).
+from softnpu._C import (  # noqa: E402,F401
+    _free_And_Remove_DeleterFn,
+    _has_Standard_Deleter,
+    _npu_beginAllocateCurrentThreadToPool,
+    _set_storage_access_error_msg,
+    _set_storage_data_ptr_access_error_msg,
+    _tensors_data_ptrs_at_indices_equal,
+    _npu_checkPoolLiveAllocations,
+    _npu_endAllocateToPool,
+    _npu_getCheckpointState,
+    _npu_isHistoryEnabled,
+    _npu_NPUAllocator_AllocatorState,
+    _npu_releasePool,
+    _npu_setCheckpointPoolState,
+)
+
+# caching_allocator_delete's: a block by its address (graph trees free the checkpoint's dead blocks with it).
+_npu_npuCachingAllocator_raw_delete = softnpu._C._raw_delete
+
+# torch's own, device-independent: torch_npu's graph trees call them here (the others above are CUDA builds' only).
+_add_cached_tensor = torch._C._add_cached_tensor
+_remove_cached_tensor = torch._C._remove_cached_tensor
+_set_cached_tensors_enabled = torch._C._set_cached_tensors_enabled
+_construct_storage_from_data_pointer = torch._C._construct_storage_from_data_pointer
+
+
+def _construct_NPU_Tensor_From_Storage_And_Metadata(metadata: dict, storage) -> torch.Tensor:
+    """A tensor over `storage` with the sizes, strides, storage offset and dtype of `metadata` (graph trees'
+    description of an output), in the private format it names (``npu_format``, metadata only on softnpu)."""
+    t = torch.empty((0,), dtype=metadata["dtype"], device=storage.device)
+    t.set_(storage, metadata["storage_offset"], metadata["size"], metadata["stride"])
+    npu_format = metadata.get("npu_format")
+    if npu_format is not None and int(torch.ops.npu.get_npu_format(t)) != npu_format:
+        torch.ops.npu.npu_format_cast_(t, npu_format)
+    return t
