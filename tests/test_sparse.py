@@ -158,8 +158,12 @@ def test_unsupported_ops_raise_naming_the_op():
     n = coo().npu()
     with pytest.raises(NotImplementedError, match=r"aten::_to_sparse_csr.*sparse tensors on npu"):
         n.to_sparse_csr()
-    with pytest.raises(NotImplementedError, match=r"aten::_to_sparse.*sparse COO layout"):
+    with pytest.raises(NotImplementedError, match=r"aten::_to_sparse_csr.*sparse COO layout .* only, not CSR"):
+        torch.randn(3, 3).npu().to_sparse_csr()
+    with pytest.raises(NotImplementedError, match=r"aten::_to_sparse.*sparse COO layout .* only, not CSR"):
         torch.randn(3, 3).npu().to_sparse(layout=torch.sparse_csr)
+    with pytest.raises(NotImplementedError, match=r"aten::max.*sparse tensors on npu"):
+        n.max()  # no sparse kernel (the CPU has none either)
     assert issubclass(NotImplementedError, RuntimeError)
 
 

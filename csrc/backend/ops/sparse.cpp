@@ -51,6 +51,12 @@ void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
                               "dense (tensor.to_dense()) or run the op on the CPU.");
 }
 
+void refuse_compressed(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.operator_name(),
+                              "' on npu: npu supports the sparse COO layout (torch.sparse_coo) only, not CSR, CSC, "
+                              "BSR or BSC. Keep compressed sparse tensors on the CPU.");
+}
+
 // ------------------------------------------------------------------------------------------------ device-generic
 
 void run_generic(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -65,7 +71,7 @@ void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const c10::IValue& layout = (*stack)[stack->size() - args.size() + i];
     TORCH_CHECK_NOT_IMPLEMENTED(layout.isNone() || layout.toLayout() == c10::kSparse,
                                 "Could not run '", op.operator_name(), "' to layout ", layout.toLayout(),
-                                " on npu: npu supports the sparse COO layout (torch.sparse_coo) only");
+                                " on npu: npu supports the sparse COO layout (torch.sparse_coo) only, not CSR, CSC, BSR or BSC");
   }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
@@ -404,6 +410,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_to_sparse", torch::CppFunction::makeFromBoxedFunction<&dense_to_sparse>());
   m.impl("_to_sparse.sparse_dim", torch::CppFunction::makeFromBoxedFunction<&dense_to_sparse>());
+  // Refused before the conversion runs, rather than after it (its result could not be an npu tensor).
+  for (const char* name : {"_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse_compressed>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse>()); }
