@@ -49,7 +49,7 @@ SLICE = [
     "bernoulli", "normal", "uniform", "multinomial", "randn", "randint_like", "nn.functional.dropout",
     # factories, uninitialized outputs
     "empty", "empty_like", "zeros", "arange", "linspace", "full",
-    # sort, search, FFT, sparse (expected to fail)
+    # sort, search, FFT, sparse COO
     "sort", "topk", "searchsorted", "argsort", "fft.fft", "fft.ihfftn", "to_sparse",
 ]
 
