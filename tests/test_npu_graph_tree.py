@@ -120,7 +120,7 @@ def test_tree_records_replays_and_checkpoints(trees):
     h = _fn(lambda y: [y.cos() * 3], 1)
     states = []
     for step in range(7):
-        _graph_tree.mark_step_begin()
+        torch.compiler.npugraph_mark_step_begin()
         xs = torch.randn(8)
         ref = xs * 2 + 1
         (a,) = f([xs.npu()])
@@ -140,5 +140,6 @@ def test_tree_records_replays_and_checkpoints(trees):
     replaying = (_graph_tree.ExecutionState.EXECUTION, _graph_tree.NPUGraphNode)
     assert states == [recording, replaying, replaying, replaying, recording, replaying, replaying]
     assert checkpoints == 1
+    assert _graph_tree.MarkStepBox.mark_step_counter == -7
     (root,) = manager.get_roots()
     assert sorted(len(v) for v in root.children.values()) == [1, 1]  # g and h under f

@@ -100,6 +100,14 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         _AFTER_IMPORT[module.__name__]()
 
 
+def npugraph_mark_step_begin() -> None:
+    """torch_npu's torch.compiler.npugraph_mark_step_begin (CUDA's cudagraph_mark_step_begin): a new iteration begins,
+    so the NPU graph trees (torch_npu.npu._graph_tree, loaded on first use) no longer keep the last one's outputs."""
+    from ..npu._graph_tree import mark_step_begin
+
+    mark_step_begin()
+
+
 def install() -> None:
     if torch_release() != SUPPORTED_TORCH:
         import warnings
@@ -107,6 +115,7 @@ def install() -> None:
         warnings.warn(f"softnpu's Inductor backend is written for torch {SUPPORTED_TORCH[0]}.{SUPPORTED_TORCH[1]}, "
                       f"not {torch.__version__}: torch.compile of npu tensors is unavailable", stacklevel=2)
         return
+    torch.compiler.npugraph_mark_step_begin = npugraph_mark_step_begin
     pending = False
     for name, action in _AFTER_IMPORT.items():
         if name in sys.modules:
