@@ -132,6 +132,8 @@ std::shared_ptr<c10::GatheredContext> maybe_gather(RecordContext level) {
 
 std::mutex g_observers_mutex;
 std::vector<NPUCachingAllocator::OomObserver> g_oom_observers;
+// Replaced whole when a tracker is attached, so record_trace reads it without a lock; null while there is none.
+std::shared_ptr<const std::vector<NPUCachingAllocator::TraceTracker>> g_trace_trackers;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -558,10 +560,15 @@ class DeviceAllocatorState {
 
   void record_trace(TraceEntry::Action action, const void* addr, size_t size, snpuStream_t stream,
                     c10::MempoolId_t pool, std::shared_ptr<c10::GatheredContext> context) {
-    if (!trace_on_ || (skip_mask_ & (1u << action))) return;
+    const bool record = trace_on_ && !(skip_mask_ & (1u << action));
+    const auto trackers = std::atomic_load(&g_trace_trackers);
+    if (!record && !trackers) return;
     if (g_record_when.load(std::memory_order_relaxed) < static_cast<int>(RecordContext::ALLOC)) context = nullptr;
     TraceEntry te(action, device_, reinterpret_cast<size_t>(addr), size, stream, pool, 0, std::move(context));
     te.time_.t_ = static_cast<time_t>(now_us());
+    if (trackers)
+      for (const auto& tracker : *trackers) tracker(te);
+    if (!record) return;
     if (trace_.size() < max_entries_) {
       trace_.push_back(std::move(te));
     } else {
@@ -1288,6 +1295,14 @@ void NPUCachingAllocator::record_history(bool enabled, CreateContextFn gather, R
 }
 
 bool NPUCachingAllocator::history_enabled() const { return g_history_enabled.load(); }
+
+void NPUCachingAllocator::attach_trace_tracker(TraceTracker tracker) {
+  std::lock_guard<std::mutex> lock(g_observers_mutex);
+  auto trackers = std::make_shared<std::vector<TraceTracker>>();
+  if (const auto current = std::atomic_load(&g_trace_trackers)) *trackers = *current;
+  trackers->push_back(std::move(tracker));
+  std::atomic_store(&g_trace_trackers, std::shared_ptr<const std::vector<TraceTracker>>(std::move(trackers)));
+}
 
 void NPUCachingAllocator::attach_oom_observer(OomObserver observer) {
   std::lock_guard<std::mutex> g(g_observers_mutex);

@@ -73,6 +73,11 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
                       bool clear_history, const std::vector<c10::CachingDeviceAllocator::TraceEntry::Action>& skip);
   // Whether _record_memory_history is on (torch_npu._C._npu_isHistoryEnabled).
   bool history_enabled() const;
+  // CUDA's and torch_npu's attachAllocatorTraceTracker: every tracker sees each event of every device (the ones
+  // _record_memory_history records) as it happens, whether or not history is recorded. Called with the allocator
+  // locked: a tracker must not allocate on npu or call into torch.
+  using TraceTracker = std::function<void(const c10::CachingDeviceAllocator::TraceEntry&)>;
+  void attach_trace_tracker(TraceTracker tracker);
   // Called (allocator unlocked) before an OutOfMemoryError is raised: device, bytes requested, bytes free on it.
   using OomObserver = std::function<void(c10::DeviceIndex, size_t, size_t)>;
   void attach_oom_observer(OomObserver observer);

@@ -47,7 +47,33 @@ def test_tree(source: Path, commit: str, workdir: Path) -> Path:
         subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive, check=True)
     else:
         sys.exit(f"--source {source}: neither a checkout with test/ nor a git directory")
+    acl_tree(source, commit, workdir)
     return workdir / "test"
+
+
+def acl_tree(source: Path, commit: str, workdir: Path) -> None:
+    """The source tree's third_party/acl (libs/ and inc/) beside test/: the C++ extension tests run libs/build_stub.sh
+    and link -lascendcl from there, as torch_npu's developers run them from a checkout. ACL's own headers are not in
+    the checkout (CANN's), so softnpu's installed ones go where the stubs look for them (inc/acl)."""
+    parts = ["third_party/acl/libs", "third_party/acl/inc"]
+    if (source / "test").is_dir():
+        for part in parts:
+            if (source / part).is_dir():
+                shutil.copytree(source / part, workdir / part, symlinks=True)
+    else:
+        git_dir = str(source / ".git" if (source / ".git").exists() else source)
+        archive = subprocess.run(["git", "--git-dir", git_dir, "archive", "--format=tar", commit, *parts],
+                                 capture_output=True)
+        if archive.returncode != 0:
+            return
+        subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive.stdout, check=True)
+    inc = workdir / "third_party/acl/inc"
+    installed = Path(subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                                     "print(u.find_spec('torch_npu').submodule_search_locations[0])"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    acl_headers = installed / "include/third_party/acl/inc/acl"
+    if inc.is_dir() and not (inc / "acl").exists() and acl_headers.is_dir():
+        shutil.copytree(acl_headers, inc / "acl")
 
 
 def select_files(tests: Path, patterns: list[str]) -> list[str]:

@@ -57,6 +57,7 @@ void release_contexts() {
 
 aclError require_context(const char* call) {
   if (!initialized()) return not_initialized(call);
+  if (!t_current && framework_owned()) return ACL_SUCCESS;  // the runtime's current device, torch.npu's
   if (!t_current || !t_current->alive.load(std::memory_order_acquire))
     return fail(ACL_ERROR_RT_CONTEXT_NULL,
                 std::string(call) + ": the thread has no current context; call aclrtSetDevice or aclrtSetCurrentContext");

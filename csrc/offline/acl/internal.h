@@ -51,6 +51,9 @@ aclError runtime_error(snpuError_t error, const char* call);
 
 // init.cpp
 bool initialized();
+// ACL set up by a framework in the process (softnpu_acl_init_for_framework, torch_npu's): a thread without a current
+// context works on the runtime's current device.
+bool framework_owned();
 aclError not_initialized(const char* call);
 
 // device_context.cpp. ACL_SUCCESS when ACL is initialized and the calling thread has a current context (its device

@@ -53,6 +53,16 @@ aclError check_copy(void* dst, size_t destMax, const void* src, size_t count, ac
 
 snpuMemcpyKind to_runtime(aclrtMemcpyKind kind) { return static_cast<snpuMemcpyKind>(kind); }
 
+aclError malloc_device(void** devPtr, size_t size, aclrtMemMallocPolicy policy, const std::string& call) {
+  ACL_REQUIRE_CONTEXT(call.c_str());
+  if (!devPtr) return fail(ACL_ERROR_INVALID_PARAM, call + ": devPtr is null");
+  if (size == 0) return fail(ACL_ERROR_INVALID_PARAM, call + ": size must be greater than 0");
+  if (policy < ACL_MEM_MALLOC_HUGE_FIRST || policy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P)
+    return fail(ACL_ERROR_INVALID_PARAM, call + ": policy " + std::to_string(policy) + " is not an aclrtMemMallocPolicy");
+  if (auto e = snpuMalloc(devPtr, size)) return runtime_error(e, call.c_str());
+  return ACL_SUCCESS;
+}
+
 }  // namespace
 
 }  // namespace softnpu::acl
@@ -62,13 +72,13 @@ using namespace softnpu::acl;
 extern "C" {
 
 aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
-  ACL_REQUIRE_CONTEXT("aclrtMalloc");
-  if (!devPtr) return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: devPtr is null");
-  if (size == 0) return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: size must be greater than 0");
-  if (policy < ACL_MEM_MALLOC_HUGE_FIRST || policy > ACL_MEM_MALLOC_NORMAL_ONLY_P2P)
-    return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: policy " + std::to_string(policy) + " is not an aclrtMemMallocPolicy");
-  if (auto e = snpuMalloc(devPtr, size)) return runtime_error(e, "aclrtMalloc");
-  return ACL_SUCCESS;
+  return malloc_device(devPtr, size, policy, "aclrtMalloc");
+}
+
+// CANN's aclrtMalloc pads a request by 32 bytes and aclrtMallocAlign32 only rounds it up to 32; the software NPU's
+// allocations are not padded (and are aligned beyond 32), so both are the same allocation.
+aclError aclrtMallocAlign32(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
+  return malloc_device(devPtr, size, policy, "aclrtMallocAlign32");
 }
 
 aclError aclrtFree(void* devPtr) {

@@ -46,4 +46,8 @@ void resetAccumulatedStats(c10::DeviceIndex device) {
 }
 void resetPeakStats(c10::DeviceIndex device) { softnpu::NPUCachingAllocator::get()->resetPeakStats(device); }
 
+void attachAllocatorTraceTracker(AllocatorTraceTracker tracker) {
+  softnpu::NPUCachingAllocator::get()->attach_trace_tracker(std::move(tracker));
+}
+
 }  // namespace c10_npu::NPUCachingAllocator

@@ -42,4 +42,11 @@ at::Tensor empty_with_format(c10::IntArrayRef sizes, const c10::TensorOptions& o
                  options.device_opt(), options.pinned_memory_opt(), format);
 }
 
+at::Tensor empty_with_swapped_memory(c10::IntArrayRef size, c10::optional<at::ScalarType> dtype_opt,
+                                     c10::optional<c10::Device> device_opt) {
+  static const auto op = npu_op<at::Tensor(c10::IntArrayRef, std::optional<at::ScalarType>, std::optional<at::Device>)>(
+      "npu::empty_with_swapped_memory");
+  return op.call(size, dtype_opt, device_opt);
+}
+
 }  // namespace at_npu::native

@@ -3,6 +3,8 @@
 
 #include "backend/device.h"
 #include "backend/guard.h"
+#include "backend/npu_error.h"
+#include "backend/sync_debug.h"
 
 namespace c10_npu {
 
@@ -26,5 +28,23 @@ aclError GetDevice(int32_t* device) {
 }
 
 void device_synchronize() { softnpu::NPUGuardImpl().synchronizeDevice(softnpu::current_device()); }
+
+void WarningState::set_sync_debug_mode(SyncDebugMode level) {
+  softnpu::set_sync_debug_mode(static_cast<softnpu::SyncDebugMode>(level));
+}
+
+SyncDebugMode WarningState::get_sync_debug_mode() { return static_cast<SyncDebugMode>(softnpu::sync_debug_mode()); }
+
+WarningState& warning_state() {
+  static WarningState state;  // stateless: the mode is softnpu's
+  return state;
+}
+
+void warn_or_error_on_sync() { softnpu::check_sync_debug("c10_npu::warn_or_error_on_sync"); }
+
+void stream_synchronize(aclrtStream stream) {
+  softnpu::check_sync_debug("c10_npu::stream_synchronize");
+  NPU_CHECK(snpuStreamSynchronize(static_cast<snpuStream_t>(stream)));
+}
 
 }  // namespace c10_npu

@@ -2,6 +2,9 @@
 // so torch.npu and an extension share current streams, pools and runtime handles.
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
+#include <mutex>
+#include <unordered_set>
+
 #include "backend/device.h"
 #include "backend/guard.h"
 #include "backend/stream.h"
@@ -12,6 +15,9 @@ namespace {
 
 softnpu::NPUStream backend_stream(const NPUStream& s) { return softnpu::NPUStream(s.unwrap()); }
 NPUStream facade(const softnpu::NPUStream& s) { return NPUStream(NPUStream::UNCHECKED, s.unwrap()); }
+
+std::mutex g_preprocess_mutex;
+std::unordered_set<c10::Stream> g_preprocess_streams;  // guarded by g_preprocess_mutex
 
 }  // namespace
 
@@ -33,6 +39,18 @@ void NPUStream::synchronize() const {
 int NPUStream::priority() const { return backend_stream(*this).priority(); }
 aclrtStream NPUStream::stream() const { return backend_stream(*this).handle(); }
 
+void NPUStream::setDataPreprocessStream(bool is_data_preprocess_stream) {
+  std::lock_guard<std::mutex> lock(g_preprocess_mutex);
+  if (is_data_preprocess_stream)
+    g_preprocess_streams.insert(stream_);
+  else
+    g_preprocess_streams.erase(stream_);
+}
+bool NPUStream::isDataPreprocessStream() {
+  std::lock_guard<std::mutex> lock(g_preprocess_mutex);
+  return g_preprocess_streams.count(stream_) != 0;
+}
+
 NPUStream getCurrentNPUStream(c10::DeviceIndex device_index) {
   return facade(softnpu::getCurrentNPUStream(device_index));
 }
@@ -42,7 +60,7 @@ NPUStream getDefaultNPUStream(c10::DeviceIndex device_index) {
 NPUStream getStreamFromPool(bool isHighPriority, c10::DeviceIndex device_index) {
   return facade(softnpu::getStreamFromPool(isHighPriority ? -(softnpu::kStreamPriorityLevels - 1) : 0, device_index));
 }
-NPUStream getNPUStreamFromPool(c10::DeviceIndex device_index) { return getStreamFromPool(false, device_index); }
+NPUStream getNPUStreamFromPool(c10::DeviceIndex device) { return getStreamFromPool(false, device); }
 aclrtStream getCurrentNPUStreamNoWait(c10::DeviceIndex device_index) {
   return getCurrentNPUStream(device_index).stream();
 }

@@ -91,6 +91,15 @@ typedef enum {
   ACL_FORMAT_NCL = 47
 } aclFormat;
 
+/* Operator tensor descriptions (CANN's aclTensorDesc, the single-operator API): declared so that code written against
+ * CANN's headers compiles; softnpu runs operators through aclnn (libopapi.so) and offers no aclCreateTensorDesc. */
+typedef struct aclTensorDesc aclTensorDesc;
+#define ACL_TENSOR_SHAPE_RANGE_NUM 2
+
+typedef enum { ACL_MEMTYPE_DEVICE = 0, ACL_MEMTYPE_HOST = 1, ACL_MEMTYPE_HOST_COMPILE_INDEPENDENT = 2 } aclMemType;
+
+typedef enum { ACL_DEBUG = 0, ACL_INFO = 1, ACL_WARNING = 2, ACL_ERROR = 3 } aclLogLevel;
+
 /* A data buffer describes memory the caller owns (aclrtMalloc'd); destroying it leaves the memory alone.
  * NULL on a null data pointer with a non-zero size. */
 ACL_FUNC_VISIBILITY aclDataBuffer* aclCreateDataBuffer(void* data, size_t size);

@@ -20,6 +20,9 @@ extern "C" {
 
 typedef struct aclmdlDataset aclmdlDataset;
 typedef struct aclmdlDesc aclmdlDesc;
+/* A captured model run (CANN's model runtime instance, what aclmdlRICaptureBegin/End give): declared for code written
+ * against CANN's headers; softnpu captures graphs through torch.npu.NPUGraph instead. */
+typedef void* aclmdlRI;
 
 typedef struct aclmdlIODims {
   char name[ACL_MAX_TENSOR_NAME_LEN];

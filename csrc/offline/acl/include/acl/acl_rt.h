@@ -16,6 +16,11 @@ typedef void* aclrtContext;
 typedef void* aclrtStream;
 typedef void* aclrtEvent;
 
+/* Event flags (aclrtCreateEventWithFlag's, CANN's values); torch_npu's events pass them to c10_npu::NPUEvent. */
+#define ACL_EVENT_SYNC 0x00000001U
+#define ACL_EVENT_TIME_LINE 0x00000008U
+#define ACL_EVENT_IPC 0x00000040U
+
 typedef enum aclrtRunMode { ACL_DEVICE = 0, ACL_HOST = 1 } aclrtRunMode;
 
 typedef enum aclrtMemcpyKind {
@@ -49,6 +54,96 @@ typedef enum aclrtMemAttr {
   ACL_HBM_MEM_P2P_HUGE = 8,
   ACL_HBM_MEM_P2P_NORMAL = 9
 } aclrtMemAttr;
+
+/* CANN's types of the calls softnpu does not offer (resource limits, event status, UCE repair, cache operations,
+ * overflow modes, utilization, exception callbacks): declared with CANN's values so that code written against CANN's
+ * headers (torch_npu's stub sources among it) compiles. */
+typedef enum { ACL_RT_DEV_RES_CUBE_CORE = 0, ACL_RT_DEV_RES_VECTOR_CORE } aclrtDevResLimitType;
+
+typedef enum aclrtEventStatus {
+  ACL_EVENT_STATUS_COMPLETE = 0,
+  ACL_EVENT_STATUS_NOT_READY = 1,
+  ACL_EVENT_STATUS_RESERVED = 2
+} aclrtEventStatus;
+
+typedef enum aclrtEventRecordedStatus {
+  ACL_EVENT_RECORDED_STATUS_NOT_READY = 0,
+  ACL_EVENT_RECORDED_STATUS_COMPLETE = 1
+} aclrtEventRecordedStatus;
+
+#define ACL_IPC_EVENT_HANDLE_SIZE 64U
+/* An event shared between processes (aclrtIpcGetEventHandle / aclrtIpcOpenEventHandle): opaque bytes. */
+typedef struct aclrtIpcEventHandle {
+  char reserved[ACL_IPC_EVENT_HANDLE_SIZE];
+} aclrtIpcEventHandle;
+
+#define UCE_INFO_RESERVED_SIZE 14
+typedef struct aclrtMemUceInfo {
+  void* addr;
+  size_t len;
+  size_t reserved[UCE_INFO_RESERVED_SIZE];
+} aclrtMemUceInfo;
+
+typedef enum {
+  ACL_RT_NO_ERROR = 0,
+  ACL_RT_ERROR_MEMORY = 1,
+  ACL_RT_ERROR_L2 = 2,
+  ACL_RT_ERROR_AICORE = 3,
+  ACL_RT_ERROR_LINK = 4,
+  ACL_RT_ERROR_OTHERS = 0xFFFF
+} aclrtErrorType;
+
+typedef enum aclrtAicoreErrorType {
+  ACL_RT_AICORE_ERROR_UNKNOWN,
+  ACL_RT_AICORE_ERROR_SW,
+  ACL_RT_AICORE_ERROR_HW_LOCAL
+} aclrtAicoreErrorType;
+
+#define ACL_RT_MEM_UCE_INFO_MAX_NUM 20
+typedef struct {
+  size_t arraySize;
+  aclrtMemUceInfo memUceInfoArray[ACL_RT_MEM_UCE_INFO_MAX_NUM];
+} aclrtMemUceInfoArray;
+
+typedef union aclrtErrorInfoDetail {
+  aclrtMemUceInfoArray uceInfo;
+  aclrtAicoreErrorType aicoreErrType;
+} aclrtErrorInfoDetail;
+
+typedef struct aclrtErrorInfo {
+  uint8_t tryRepair;
+  uint8_t hasDetail;
+  uint8_t reserved[2];
+  aclrtErrorType errorType;
+  aclrtErrorInfoDetail detail;
+} aclrtErrorInfo;
+
+typedef enum aclrtCmoType {
+  ACL_RT_CMO_TYPE_PREFETCH = 0,
+  ACL_RT_CMO_TYPE_WRITEBACK,
+  ACL_RT_CMO_TYPE_INVALID,
+  ACL_RT_CMO_TYPE_FLUSH
+} aclrtCmoType;
+
+typedef enum aclrtLastErrLevel { ACL_RT_THREAD_LEVEL = 0 } aclrtLastErrLevel;
+
+typedef enum aclrtFloatOverflowMode {
+  ACL_RT_OVERFLOW_MODE_SATURATION = 0,
+  ACL_RT_OVERFLOW_MODE_INFNAN,
+  ACL_RT_OVERFLOW_MODE_UNDEF
+} aclrtFloatOverflowMode;
+
+typedef struct aclrtUtilizationExtendInfo aclrtUtilizationExtendInfo;
+typedef struct aclrtUtilizationInfo {
+  int32_t cubeUtilization;
+  int32_t vectorUtilization;
+  int32_t aicpuUtilization;
+  int32_t memoryUtilization;
+  aclrtUtilizationExtendInfo* utilizationExtend;
+} aclrtUtilizationInfo;
+
+typedef struct rtExceptionInfo aclrtExceptionInfo;
+typedef void (*aclrtExceptionInfoCallback)(aclrtExceptionInfo* exceptionInfo);
 
 /* ---- devices and contexts */
 
@@ -112,6 +207,9 @@ ACL_FUNC_VISIBILITY aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t* 
 /* SYNC. Device memory of the current device (npu memory: counted in npu-smi and the device's free memory).
  * ACL_ERROR_INVALID_PARAM for size 0, ACL_ERROR_RT_MEMORY_ALLOCATION when the device is full. */
 ACL_FUNC_VISIBILITY aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
+/* SYNC. aclrtMalloc without CANN's 32-byte tail padding: the software NPU's allocations have no tail to pad, so it is
+ * aclrtMalloc (the same checks and errors). */
+ACL_FUNC_VISIBILITY aclError aclrtMallocAlign32(void** devPtr, size_t size, aclrtMemMallocPolicy policy);
 /* SYNC. Waits for the device's work first. */
 ACL_FUNC_VISIBILITY aclError aclrtFree(void* devPtr);
 /* SYNC. Pinned host memory (asynchronous copies from or to it do not wait). */

@@ -6,12 +6,16 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <functional>
 
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 
 namespace c10_npu::NPUCachingAllocator {
 
 using c10::CachingDeviceAllocator::DeviceStats;
+// An event of the allocator (c10's, which torch_npu's mirrors: action_, device_, addr_, size_, stream_, mempool_).
+using c10::CachingDeviceAllocator::TraceEntry;
+using AllocatorTraceTracker = std::function<void(const TraceEntry&)>;
 
 // The allocator itself (c10::Allocator: allocate() serves the current device's current stream).
 c10::DeviceAllocator* get();
@@ -26,5 +30,9 @@ void recordStream(const c10::DataPtr& ptr, NPUStream stream);
 DeviceStats getDeviceStats(c10::DeviceIndex device);
 void resetAccumulatedStats(c10::DeviceIndex device);
 void resetPeakStats(c10::DeviceIndex device);
+// The tracker is called with every event of every device as it happens (segment allocations and frees, block
+// allocations and frees, ...), whether or not torch.npu.memory._record_memory_history records them. It runs with the
+// allocator locked: it must not allocate on npu nor call into torch.
+void attachAllocatorTraceTracker(AllocatorTraceTracker tracker);
 
 }  // namespace c10_npu::NPUCachingAllocator

@@ -10,16 +10,18 @@
 #include <ostream>
 
 #include "third_party/acl/inc/acl/acl_rt.h"
+#include "torch_npu/csrc/core/npu/NPUMacros.h"
 
 namespace c10_npu {
 
-class NPUStream {
+class C10_NPU_API NPUStream {
  public:
   enum Unchecked { UNCHECKED };
 
   // Wraps a c10::Stream of device type npu (c10::Error otherwise).
   explicit NPUStream(c10::Stream stream);
   explicit NPUStream(Unchecked, c10::Stream stream) : stream_(stream) {}
+  ~NPUStream() {}
 
   bool operator==(const NPUStream& other) const noexcept { return stream_ == other.stream_; }
   bool operator!=(const NPUStream& other) const noexcept { return !(*this == other); }
@@ -46,25 +48,30 @@ class NPUStream {
   // The runtime stream. torch_npu's need_empty drains its task queue first; softnpu enqueues at the call, so there is
   // never a queue to drain and both overloads return the same handle.
   aclrtStream stream() const;
-  aclrtStream stream(bool need_empty) const { return stream(); }
+  aclrtStream stream(const bool need_empty) const { return stream(); }
+
+  // torch_npu marks the streams that run data preprocessing (DVPP) so that its task queue treats them apart; softnpu
+  // has no such queue: the mark is kept (per stream, for every NPUStream of it) and answered, nothing else.
+  void setDataPreprocessStream(bool is_data_preprocess_stream);
+  bool isDataPreprocessStream();
 
  private:
   c10::Stream stream_;
 };
 
 // device_index -1 is the current npu device.
-NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);
-NPUStream getDefaultNPUStream(c10::DeviceIndex device_index = -1);
+C10_NPU_API NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);
+C10_NPU_API NPUStream getDefaultNPUStream(c10::DeviceIndex device_index = -1);
 // A stream of the pool (round-robin, as CUDA's), of high or normal priority.
-NPUStream getStreamFromPool(bool isHighPriority = false, c10::DeviceIndex device_index = -1);
-NPUStream getNPUStreamFromPool(c10::DeviceIndex device_index = -1);
-aclrtStream getCurrentNPUStreamNoWait(c10::DeviceIndex device_index = -1);
+C10_NPU_API NPUStream getStreamFromPool(bool isHighPriority = false, c10::DeviceIndex device_index = -1);
+C10_NPU_API NPUStream getNPUStreamFromPool(c10::DeviceIndex device = -1);
+C10_NPU_API aclrtStream getCurrentNPUStreamNoWait(c10::DeviceIndex device_index = -1);
 // A stream the caller created (aclrtCreateStream) as an NPUStream; the same handle gives the same stream.
-NPUStream getStreamFromExternal(aclrtStream stream, c10::DeviceIndex device_index);
+C10_NPU_API NPUStream getStreamFromExternal(aclrtStream stream, c10::DeviceIndex device_index);
 // Makes the stream current for its device on this thread.
-void setCurrentNPUStream(NPUStream stream);
+C10_NPU_API void setCurrentNPUStream(NPUStream stream);
 // Waits for every stream of the current device; with check_error, raises the first kernel error.
-bool npuSynchronizeDevice(bool check_error = true);
+C10_NPU_API bool npuSynchronizeDevice(bool check_error = true);
 
 std::ostream& operator<<(std::ostream& stream, const NPUStream& s);
 
