@@ -7,6 +7,8 @@
   ``launch.npu_cpp_pybinding`` (a binding that enqueues the kernel on the current stream of its device) instead of
   ``async_compile.cpp_pybinding`` (one that runs it). Allocations, extern kernels (mm, convolution) and copies in the
   wrapper are eager npu ops, so they are on the same stream and ordered with the kernels.
+- Both wrappers note the ACL graph update plan entry of each extern op call that has an NpuGraphOpHandler, and write
+  the plan beside the launcher (``_aclgraph_update_plan/codegen.py``).
 - ``NpuDeviceOpOverrides``: how generated code names torch.npu's device guard, synchronize and streams.
 """
 
@@ -15,6 +17,11 @@ from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
+
+from ._aclgraph_update_plan import (
+    append_inductor_aclgraph_update_plan_for_codegen_node,
+    emit_inductor_aclgraph_update_plan_for_wrapper,
+)
 
 _CPU_BINDING = "async_compile.cpp_pybinding("
 
@@ -99,6 +106,19 @@ class _NpuKernelDefinitions:
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+    def generate_fallback_kernel(self, node) -> None:
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, node)
+        super().generate_fallback_kernel(node)
+
+    def generate_extern_kernel_alloc(self, node) -> None:
+        append_inductor_aclgraph_update_plan_for_codegen_node(self, node)
+        super().generate_extern_kernel_alloc(node)
+
+    def generate_after_suffix(self, result) -> None:
+        super().generate_after_suffix(result)
+        emit_inductor_aclgraph_update_plan_for_wrapper(self, result, getattr(self, "partition_signatures", None)
+                                                       is not None)
 
 
 class NpuSubgraphWrapperCodegen(_NpuKernelDefinitions, SubgraphPythonWrapperCodegen):

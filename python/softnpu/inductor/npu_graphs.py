@@ -29,6 +29,12 @@ compiled graph (forward, backward, inference) when the mode asks for graphs. Two
   re-records; here they are counted because each recording keeps its pool), the graph runs without one, logged as
   a skip.
 
+- ACL graph update plans (torch_npu's): a recording is captured with ``auto_dispatch_capture=True``, so the ops that
+  have an NpuGraphOpHandler (the attention ops) are recorded in task groups of their own; the plan Inductor wrote
+  beside the compiled graph (``_aclgraph_update_plan/codegen.py``) is checked against those records after the
+  capture, and before every replay resolved against the call's inputs and applied with ``NPUGraph.update``, so the
+  replayed ops take that call's arguments (``softnpu/npu/_aclgraph_update_plan/``).
+
 As with CUDA graphs, the outputs are the recording's static tensors: a later replay of the same recording overwrites
 them, so a caller that keeps outputs across calls clones them.
 """
@@ -40,6 +46,13 @@ from typing import Any, Callable, Sequence
 import torch
 import torch._inductor.config as inductor_config
 import torch._inductor.cudagraph_utils as cudagraph_utils
+
+from ..npu._aclgraph_update_plan import (
+    ACLGRAPH_UPDATE_PLAN_GLOBAL,
+    resolve_aclgraph_update_plan,
+    update_aclgraph_records_for_graph,
+    validate_aclgraph_update_plan_for_graph,
+)
 
 # Every NPU graph captured for reduce-overhead in this process: for tests and benchmarks (replay counts).
 GRAPHS: list = []
@@ -69,6 +82,7 @@ class _Replayed:
     def __init__(self, model: Callable, static_input_idxs: Sequence[int], device_index: int,
                  mutated_input_idxs: Sequence[int], placeholders: Sequence[Any]):
         self.model = model
+        self.plan = getattr(model, ACLGRAPH_UPDATE_PLAN_GLOBAL, None) or []
         self.static_input_idxs = set(static_input_idxs)
         self.device = torch.device("npu", device_index)
         self.warmed_up = False
@@ -100,8 +114,12 @@ class _Replayed:
         for static, new in zip(recording.copies, inputs):
             if static is not None and static.data_ptr() != new.data_ptr():
                 static.copy_(new)
+        updated = update_aclgraph_records_for_graph(resolve_aclgraph_update_plan(self.plan, inputs), recording.graph)
         inputs.clear()  # Inductor's boxed calling convention: the callee owns the list
         recording.graph.replay()
+        if updated:
+            # The next update records the ops' events again: only after this replay has waited on them.
+            recording.graph.graph_dispatch_mode.update_stream.wait_stream(torch.npu.current_stream())
         return recording.outputs
 
     def _key(self, i: int, x: Any) -> Any:
@@ -115,11 +133,14 @@ class _Replayed:
         copies = [x.clone() if i not in self.static_input_idxs and isinstance(x, torch.Tensor) else None
                   for i, x in enumerate(inputs)]
         graph_inputs = [x if c is None else c for x, c in zip(inputs, copies)]
+        cpu_update_input = resolve_aclgraph_update_plan(self.plan, inputs)
         inputs.clear()
         graph = torch.npu.NPUGraph()
-        with torch.npu.device(self.device), torch.npu.graph(graph):
+        with torch.npu.device(self.device), torch.npu.graph(graph, auto_dispatch_capture=True):
             outputs = self.model(graph_inputs)
         del graph_inputs  # the static inputs: the recording keeps their addresses, never the tensors
+        validate_aclgraph_update_plan_for_graph(self.plan, graph)
+        update_aclgraph_records_for_graph(cpu_update_input, graph)
         GRAPHS.append(graph)
         graph.replay()
         return _Recording(graph, copies, outputs)

@@ -81,6 +81,7 @@ from .graphs import (
     super_kernel_scope_end,
 )
 from ._npugraph_handlers import NpuGraphOpHandler, register_npu_graph_handler
+from . import _aclgraph_update_plan  # noqa: F401  (torch_npu.npu._aclgraph_update_plan)
 from . import memory
 from .limits import get_device_limit, get_stream_limit, reset_stream_limit, set_device_limit, set_stream_limit
 from .interop import can_device_access_peer, current_blas_handle, ipc_collect
