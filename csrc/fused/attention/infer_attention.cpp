@@ -11,6 +11,13 @@
 // softmax's log-sum-exp returned), several times faster than the unfused composite npu_fusion_attention's kernel is
 // built of. The whole op is the CPU kernel, so on npu it is one launch on the stream through the generic op path,
 // inputs checked at the call by the Meta kernel.
+//
+// Precision modes (inner_precise; torch_npu's prompt op has no such argument and passes the high-performance mode,
+// sparse_mode 10 to 14 selecting the high-precision one with sparse_mode - 10): on float16 without pse_shift, the
+// high-performance mode (bit 0) is the chip's kernel whose first matmul outputs float16, so the scores q k^T are
+// rounded to float16, scaled in float16, then softmaxed (attend_fp16_scores); the high-precision mode, and bfloat16
+// and float32 always, carry the scores in float32 (the flash kernel). Bit 1 (row-invalid correction) is always on
+// here: a fully masked row gives zeros.
 #include <ATen/ATen.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <torch/library.h>
@@ -144,6 +151,7 @@ struct Call {
   // 3 per token and head, 4 per token in pages (block_table's), 5 per token and head in pages.
   int64_t key_mode = 0, value_mode = 0;
   Opt query_padding, kv_padding;                         // left padding: int64, one value or one per batch
+  bool fp16_scores = false;  // inner_precise's high-performance mode on float16: q k^T carried in float16
 };
 
 // What the inputs describe. Varlen layouts (TND, NTD) are padded to b sequences of sq / skv.
@@ -566,6 +574,30 @@ at::Tensor rotate_rows(const at::Tensor& t, const std::vector<int64_t>& starts, 
   return t.gather(2, idx.view({t.size(0), 1, s, 1}).expand(t.sizes()));
 }
 
+// The high-performance mode's attention of float16 inputs: per key/value head, the scores q k^T rounded to float16
+// and scaled in float16 (the chip's matmul and vector unit in that mode), then the additive mask, a float32 softmax
+// and its log-sum-exp, and the probabilities times v. q [B, N2, R, D], k [B, N2, Skv, D], v [B, N2, Skv, Dv]
+// (float32 holding float16 values), additive broadcastable to [B, N2, R, Skv]. Returns out [B, N2, R, Dv] and the
+// log-sum-exp [B, N2, R].
+std::tuple<at::Tensor, at::Tensor> attend_fp16_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                      const at::Tensor& additive, double scale) {
+  const int64_t b = q.size(0), n2 = q.size(1), rows = q.size(2);
+  const at::Tensor mask = additive.expand({b, n2, rows, k.size(2)});
+  at::Tensor out = at::empty({b, n2, rows, v.size(3)}, q.options()), lse = at::empty({b, n2, rows}, q.options());
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t h = 0; h < n2; ++h) {  // one head at a time: the scores of one head, not of all, in memory
+      at::Tensor s = at::matmul(q[i][h], k[i][h].t()).to(at::kHalf);
+      s = (s * scale).to(at::kFloat).add_(mask[i][h]);
+      const at::Tensor row_lse = at::logsumexp(s, -1);
+      // A fully masked row (log-sum-exp -inf) would softmax to NaN: zeros, as the flash kernel gives.
+      const at::Tensor p = at::softmax(s, -1).masked_fill_(row_lse.isneginf().unsqueeze(-1), 0.);
+      out[i][h].copy_(at::matmul(p, v[i][h]));
+      lse[i][h].copy_(row_lse);
+    }
+  }
+  return {out, lse};
+}
+
 // attention_out [B, N, Sq, Dv] and softmax_lse [B, N, Sq, 1], float32.
 std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   const auto dtype = c.q.scalar_type();
@@ -612,8 +644,9 @@ std::pair<at::Tensor, at::Tensor> attend(const Call& c, const Problem& p) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   at::Tensor additive = at::zeros(masked.sizes(), q.options()).masked_fill_(masked, -kInf);
   if (pse.defined()) additive = additive + pse;
-  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q.contiguous(), k.contiguous(), v.contiguous(),
-                                                                    0., false, additive, c.scale);
+  auto [out, lse] = c.fp16_scores ? attend_fp16_scores(q, k, v, additive, c.scale)
+                                   : at::_scaled_dot_product_flash_attention_for_cpu(
+                                         q.contiguous(), k.contiguous(), v.contiguous(), 0., false, additive, c.scale);
   // A row with every key masked: zeros (the kernel gives them) and a log-sum-exp of -inf (no weight when ring
   // attention merges it).
   lse = lse.unsqueeze(-1).masked_fill_(masked.all(-1, /*keepdim=*/true), -kInf);
@@ -711,6 +744,14 @@ void split_antiquant(Call& c, const Opt& antiquant_scale, const Opt& antiquant_o
   }
 }
 
+// inner_precise: bit 0 the high-performance mode (1) or the high-precision one (0), bit 1 the row-invalid correction.
+// The mode matters only to float16 queries, and float16 with pse_shift runs in high precision, as torch_npu documents.
+void set_precision(Call& c, int64_t inner_precise) {
+  TORCH_CHECK(inner_precise >= 0 && inner_precise <= 3, c.op, ": inner_precise must be 0 (high precision), 1 (high "
+              "performance), 2 or 3 (the same with row-invalid correction), got ", inner_precise);
+  c.fp16_scores = (inner_precise & 1) && c.q.scalar_type() == at::kHalf && !given(c.pse);
+}
+
 const std::vector<std::string> kPromptLayouts{"BSH", "BSND", "BNSD", "BNSD_BSND", "TND"};
 const std::vector<std::string> kIncreLayouts{"BSH", "BSND", "BNSD"};
 const std::vector<std::string> kFusedLayouts{"BSH",       "BSND",      "BNSD",    "BNSD_BSND", "BSH_NBSD",
@@ -733,7 +774,10 @@ Call prompt_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   c.kvlens = copy(actual_seq_lengths_kv);
   c.pre = pre_tokens;
   c.next = next_tokens;
-  c.sparse_mode = sparse_mode;
+  // torch_npu runs this op in the high-performance mode; sparse_mode 10 to 14 are modes 0 to 4 in high precision.
+  const bool high_precision = sparse_mode >= 10 && sparse_mode <= 14;
+  c.sparse_mode = high_precision ? sparse_mode - 10 : sparse_mode;
+  set_precision(c, high_precision ? 0 : 1);
   return c;
 }
 
@@ -782,6 +826,7 @@ Call incre_call(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, c
   split_antiquant(c, antiquant_scale, antiquant_offset);
   c.kvlens = copy(actual_seq_lengths);  // the key/value lengths: the query has one token
   c.kv_padding = kv_padding_size;
+  set_precision(c, inner_precise);
   return c;
 }
 
@@ -888,6 +933,7 @@ Call fused_call_of(const char* op, FUSED_INFER_PARAMS) {
   c.lse = softmax_lse_flag;
   c.query_padding = query_padding_size;
   c.kv_padding = kv_padding_size;
+  set_precision(c, inner_precise);
   return c;
 }
 
