@@ -171,6 +171,8 @@ def test_kernel_errors_raise_at_the_call():
     n = coo().npu()
     with pytest.raises(IndexError, match="index contains 7 that is out of range"):
         n.index_select(0, torch.tensor([7]).npu())
+    with pytest.raises(RuntimeError, match="add: expected 'self' and 'other' to have same size"):
+        torch.zeros(1, 5).npu().add_(n)  # an asynchronous launch: checked before it
     with pytest.raises(RuntimeError, match="same device"):
         torch.addmm(torch.zeros(4, 3), n, torch.ones(5, 3).npu())
     assert torch.equal((n * 2).to_dense().cpu(), (coo() * 2).to_dense())  # the stream goes on

@@ -15,6 +15,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/native/SparseTensorUtils.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -242,31 +243,40 @@ bool dense_result(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> 
   return true;
 }
 
-at::Tensor meta_stand_in(const at::Tensor& t) {
+// A Meta tensor standing in for t: strided, or (sparse_layout) a COO tensor with no elements and t's dims.
+at::Tensor meta_stand_in(const at::Tensor& t, bool sparse_layout) {
   if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
-  if (t.is_sparse()) return at::empty(t.sizes(), at::TensorOptions(t.scalar_type()).device(c10::kMeta));
-  return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions(t.scalar_type()).device(c10::kMeta));
+  const auto options = at::TensorOptions(t.scalar_type()).device(c10::kMeta);
+  if (!t.is_sparse()) return at::empty_strided(t.sizes(), t.strides(), options);
+  if (!sparse_layout) return at::empty(t.sizes(), options);
+  return at::_sparse_coo_tensor_with_dims(t.sparse_dim(), t.dense_dim(), t.sizes(), options.layout(c10::kSparse));
 }
 
-// The outputs of an asynchronous launch, from the dense op's Meta kernel on strided stand-ins (the sparse kernels give
-// their dense results the dense op's shape); nullopt if it cannot tell (the CPU kernel then reports the error).
+// The outputs of an asynchronous launch, sized before the data exists: by the op's SparseMeta kernel where ATen has
+// one (it makes the sparse kernel's checks, such as add's equal sizes), else by the dense op's Meta kernel on strided
+// stand-ins (the sparse kernels give their dense results the dense op's shape). nullopt if it cannot tell: the launch
+// then synchronizes, and the CPU kernel raises its error at the call.
 std::optional<torch::jit::Stack> infer_dense(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const bool sparse_meta = op.hasKernelForDispatchKey(c10::DispatchKey::SparseMeta);
   torch::jit::Stack stack;
-  for (const auto& a : args) {
-    if (a.isTensor()) {
-      stack.emplace_back(meta_stand_in(a.toTensor()));
-    } else if (a.isDevice() && a.toDevice().type() == kNPU) {
-      stack.emplace_back(c10::Device(c10::kMeta));
-    } else {
-      stack.push_back(a);
-    }
-  }
   try {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    for (const auto& a : args) {
+      if (a.isTensor()) {
+        stack.emplace_back(meta_stand_in(a.toTensor(), sparse_meta));
+      } else if (a.isDevice() && a.toDevice().type() == kNPU) {
+        stack.emplace_back(c10::Device(c10::kMeta));
+      } else {
+        stack.push_back(a);
+      }
+    }
+    op.redispatchBoxed(c10::DispatchKeySet(sparse_meta ? c10::DispatchKey::SparseMeta : c10::DispatchKey::Meta),
+                       &stack);
   } catch (const std::exception&) {
     return std::nullopt;
   }
+  for (const auto& r : stack)
+    if (r.isTensor() && r.toTensor().defined() && r.toTensor().layout() != c10::kStrided) return std::nullopt;
   return stack;
 }
 
