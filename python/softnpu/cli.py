@@ -104,7 +104,7 @@ def _check_configuration() -> str:
     # Each step is where a layer reads its variables: the runtime when it starts, the caching allocator at the first
     # allocation, the cube's policy at the first matrix op, the op path at the first host fallback; torch_npu.testing's
     # when a test asks for its device and seed.
-    from softnpu.testing import common_utils
+    from torch_npu.testing import common_utils
 
     common_utils.get_npu_device(), common_utils.test_seed()
     torch.npu.init()

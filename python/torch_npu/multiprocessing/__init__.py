@@ -1,6 +1,4 @@
-"""torch_npu.multiprocessing: torch.multiprocessing with npu tensors shared as CUDA's are (softnpu.multiprocessing,
-whose reducers importing torch_npu registers)."""
-
-from torch.multiprocessing import *  # noqa: F401,F403
+"""torch_npu.multiprocessing: as torch_npu's, only ``reductions`` (npu tensors through torch.multiprocessing, whose
+reducers importing softnpu registers); torch.multiprocessing itself is used under its own name."""
 
 from . import reductions  # noqa: F401

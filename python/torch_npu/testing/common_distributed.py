@@ -5,6 +5,8 @@ from functools import wraps
 
 import torch
 
+__all__ = ["skipIfUnsupportMultiNPU"]
+
 
 def skipIfUnsupportMultiNPU(npu_number_needed):
     """Skips the test unless npu has at least `npu_number_needed` devices (SOFTNPU_DEVICE_COUNT)."""

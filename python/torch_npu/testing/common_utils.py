@@ -14,6 +14,21 @@ from functools import wraps
 import numpy as np
 import torch
 
+__all__ = [
+    "get_npu_device",
+    "test_seed",
+    "set_npu_device",
+    "create_common_tensor",
+    "create_dtype_tensor",
+    "iter_indices",
+    "check_operators_in_prof",
+    "SupportedDevices",
+    "freeze_rng_state",
+    "SkipIfNotGteCANNVersion",
+    "get_cycles_per_ms",
+]
+
+
 def get_npu_device() -> str:
     """The device under test: npu:$SET_NPU_DEVICE, else npu:0."""
     index = os.environ.get("SET_NPU_DEVICE")
@@ -127,7 +142,7 @@ class SkipIfNotGteCANNVersion:
     def __call__(self, fn):
         @wraps(fn)
         def wrapper(*args, **kwargs):
-            from ..npu.utils import _is_gte_cann_version, get_cann_version
+            from softnpu.npu.utils import _is_gte_cann_version, get_cann_version
 
             if not _is_gte_cann_version(self.base_version, module=self.module):
                 raise unittest.SkipTest(f"Only run on {self.base_version} or greater, current cann version is "

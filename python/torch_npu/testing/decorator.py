@@ -16,6 +16,8 @@ import itertools
 
 import torch
 
+__all__ = ["Dtypes", "Formats", "instantiate_tests"]
+
 
 class Dtypes:
     def __init__(self, *dtypes):

@@ -17,6 +17,8 @@ from torch.testing._internal import common_utils as _torch_testing
 
 from .common_utils import iter_indices, set_npu_device, test_seed
 
+__all__ = ["TestCase", "run_tests"]
+
 # The smallest magnitude a relative error is measured against, per dtype family (float16's subnormal range).
 _MINIMUM = {np.dtype(np.float16): 6e-8}
 _DEFAULT_MINIMUM = 1e-9
