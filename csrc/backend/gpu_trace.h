@@ -2,12 +2,19 @@
 // torch.cuda._sanitizer listens to CUDA's): event creation, record, wait and deletion, stream, event and device
 // synchronization, and allocation. Until a sanitizer activates the trace (torch._C._activate_gpu_trace), each call is one
 // predictable branch on a static flag.
+//
+// The allocator's other facts (a deallocation, record_stream, eraseStream: torch_npu's NPU trace reports them too) are
+// queued instead (gpu_trace.cpp) and handed to Python by take_allocator_records: a block is often freed on a runtime
+// compute thread (a launch record holds its tensors until its kernel ran), where calling into Python for the GIL could
+// deadlock against a host thread that holds the GIL while it waits for that stream.
 #pragma once
 
 #include <c10/core/impl/GPUTrace.h>
 #include <c10/macros/Macros.h>
 
+#include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "backend/stream.h"
 
@@ -59,6 +66,39 @@ inline void event_synchronization(const void* event) {
 inline void device_synchronization() {
   if (const auto* interp = c10::impl::GPUTrace::get_trace(); C10_UNLIKELY(interp != nullptr))
     (*interp)->trace_gpu_device_synchronization(c10::kPrivateUse1);
+}
+
+// The queued allocator records, in the order they happened (a free is queued before its block can be handed out again,
+// so a later allocation's report, which comes through GPUTrace, is delivered after it).
+enum class AllocatorRecordKind : int { kDeallocation = 0, kRecordStream = 1, kEraseStream = 2 };
+
+struct AllocatorRecord {
+  AllocatorRecordKind kind;
+  uintptr_t data_ptr;
+  uintptr_t stream;  // stream_key of record_stream / eraseStream; 0 for a deallocation
+};
+
+// Set by the stream sanitizer while it listens (torch.npu._sanitizer); nothing is queued otherwise.
+extern std::atomic<bool> g_allocator_records_enabled;
+
+void queue_allocator_record(AllocatorRecord record);
+
+// Takes every record queued so far.
+std::vector<AllocatorRecord> take_allocator_records();
+
+inline void memory_deallocation(const void* ptr) {
+  if (C10_UNLIKELY(g_allocator_records_enabled.load(std::memory_order_relaxed)))
+    queue_allocator_record({AllocatorRecordKind::kDeallocation, reinterpret_cast<uintptr_t>(ptr), 0});
+}
+
+inline void record_stream(const void* ptr, const NPUStream& s) {
+  if (C10_UNLIKELY(g_allocator_records_enabled.load(std::memory_order_relaxed)))
+    queue_allocator_record({AllocatorRecordKind::kRecordStream, reinterpret_cast<uintptr_t>(ptr), stream_key(s)});
+}
+
+inline void erase_stream(const void* ptr, const NPUStream& s) {
+  if (C10_UNLIKELY(g_allocator_records_enabled.load(std::memory_order_relaxed)))
+    queue_allocator_record({AllocatorRecordKind::kEraseStream, reinterpret_cast<uintptr_t>(ptr), stream_key(s)});
 }
 
 }  // namespace softnpu::gpu_trace
