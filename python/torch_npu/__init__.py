@@ -6,11 +6,15 @@ import softnpu
 from softnpu import __version__, distributed, npu, optim, profiler, utils  # noqa: F401
 from softnpu.fused import *  # noqa: F401,F403  (npu_fusion_attention, npu_rms_norm, ...)
 from softnpu.utils import npu_change_data_ptr  # noqa: F401  (torch_npu.npu_change_data_ptr)
-from softnpu.npu.memory import _erase_stream as erase_stream
+from softnpu.exposed_api import public_npu_functions as _public_npu_functions
+from softnpu.npu.memory import _erase_stream
 
-# torch_npu's public names: erase_stream and the fused ops (torch_npu also lists HiFloat8Tensor and matmul_checksum,
-# which softnpu does not have). Each has a docstring, as torch_npu's.
-__all__ = ["erase_stream", *softnpu.fused.__all__]
+
+def erase_stream(tensor, stream):
+    """Undoes tensor.record_stream(stream): freeing the tensor returns its memory to the caching allocator without
+    waiting for the work queued on `stream`."""
+    _erase_stream(tensor, stream)
+
 
 # As torch_npu exports every op of the npu namespace, and its ATB ops (the atb namespace), the private ones are
 # attributes too (not in __all__): torch_npu._npu_fused_infer_attention_score_get_max_workspace, which graph-capture
@@ -25,6 +29,11 @@ for _qualified in _torch._C._dispatch_get_all_op_names():
 del _qualified, _namespace, _op
 # torch_npu.atb: the ATB ops torch_npu exports under that module (npu_multi_head_latent_attention, ...).
 from . import atb  # noqa: E402,F401
+
+# torch_npu's public names: erase_stream and the ops its build marks exposed (softnpu/exposed_api.py) that softnpu
+# registers; the other ops, Format and the format helpers are attributes only, as in torch_npu (which also lists
+# HiFloat8Tensor and matmul_checksum, which softnpu does not have). Each has a docstring, as torch_npu's.
+__all__ = ["erase_stream", *(name for name in _public_npu_functions if name in globals())]
 
 # torch_npu.npu (torch.npu), torch_npu.profiler, torch_npu.distributed and torch_npu.optim, with their submodules, are
 # softnpu's.
@@ -82,6 +91,10 @@ sys.modules["torch_npu.utils.utils"] = utils.utils = _print_log_module
 from softnpu import path_manager as _path_manager_module  # noqa: E402
 
 sys.modules["torch_npu.utils._path_manager"] = utils._path_manager = _path_manager_module
+# torch_npu.utils.exposed_api (public_npu_functions).
+from softnpu import exposed_api as _exposed_api_module  # noqa: E402
+
+sys.modules["torch_npu.utils.exposed_api"] = utils.exposed_api = _exposed_api_module
 # torch_npu._inductor: importing it registers Inductor's npu backend, which softnpu does when it loads.
 from softnpu import inductor as _inductor  # noqa: E402
 
