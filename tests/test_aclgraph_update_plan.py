@@ -134,17 +134,15 @@ def attention_of_lengths(q, k, v, lengths):
     return out
 
 
-def test_reduce_overhead_plan_of_each_guarded_length_list(fresh_dynamo):
-    # As torch_npu's Inductor tests: a length list is a constant of the compiled graph, guarded, so new lengths
-    # compile a graph whose plan holds them. (Lengths made dynamic, as automatic dynamic shapes does at the second
-    # list, are refused by the op's Meta kernel, which checks them: not supported here.)
+def test_reduce_overhead_plan_of_each_length_list(fresh_dynamo):
+    # As torch_npu's Inductor tests: new lengths compile a graph whose plan holds them. Dynamo makes the lengths
+    # dynamic at the second list; the op's Meta kernel specializes them, as it checks their values.
     from torch._inductor.utils import run_and_get_code
 
     compiled = torch.compile(attention_of_lengths, mode="reduce-overhead", fullgraph=True)
     q, k, v = qkv(seed=5)
-    with torch._dynamo.config.patch(automatic_dynamic_shapes=False):
-        for lengths in ([7, 3], [2, 9]):
-            _, (code, *_) = run_and_get_code(compiled, q, k, v, lengths)
-            assert f"'items': [{{'kind': 'constant', 'value': {lengths[0]}}}" in code
-            for _ in range(2):  # records, then replays
-                assert torch.equal(compiled(q, k, v, lengths).cpu(), attention_of_lengths(q, k, v, lengths).cpu())
+    for lengths in ([7, 3], [2, 9], [4, 4]):
+        _, (code, *_) = run_and_get_code(compiled, q, k, v, lengths)
+        assert f"'items': [{{'kind': 'constant', 'value': {lengths[0]}}}" in code
+        for _ in range(2):  # records, then replays
+            assert torch.equal(compiled(q, k, v, lengths).cpu(), attention_of_lengths(q, k, v, lengths).cpu())

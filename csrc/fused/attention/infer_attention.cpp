@@ -164,7 +164,14 @@ struct Problem {
 };
 
 Lengths copy(c10::OptionalIntArrayRef v) { return v ? Lengths(v->vec()) : std::nullopt; }
-Lengths copy(at::OptionalSymIntArrayRef v) { return v ? Lengths(C10_AS_INTARRAYREF_SLOW(*v).vec()) : std::nullopt; }
+// Lengths traced as symbols (torch.compile makes an int it saw change dynamic) are specialized, guarded on their
+// values: the checks read them, so a compiled graph holds them as constants (recompiled for new lengths).
+Lengths copy(at::OptionalSymIntArrayRef v) {
+  if (!v) return std::nullopt;
+  std::vector<int64_t> lengths;
+  for (const c10::SymInt& length : *v) lengths.push_back(length.guard_int(__FILE__, __LINE__));
+  return lengths;
+}
 
 // Per-batch lengths: one value for every batch, or the first b values (torch_npu's rule); absent, the full length.
 std::vector<int64_t> per_batch(const Lengths& given_lengths, int64_t b, int64_t full, const char* name,
