@@ -127,3 +127,31 @@ def test_graph_replay_with_new_context_lens():
     torch.testing.assert_close(out.cpu().double(),
                                reference(q_nope, q_rope, ctkv, k_rope, table, [11, 2, 16], 0.3)[0],
                                atol=2e-3, rtol=2e-3)
+
+
+def test_vllm_ascend_task_group_update_with_lse():
+    """vLLM-Ascend's MLA decode under an NPU graph: captured in a task group with the ring calc type (output and lse
+    given, the workspace from the query op, lengths as an int32 host tensor), then the group re-recorded with the
+    next step's lengths on an update stream."""
+    q_nope, q_rope, ctkv, k_rope, table = inputs(torch.bfloat16, seed=5)
+    args = npu(q_nope, q_rope, ctkv, k_rope, table)
+    out, lse = torch.zeros(q_nope.shape, dtype=torch.bfloat16).npu(), torch.zeros(3, HEADS, 1).npu()
+    kwargs = dict(return_lse=True, calc_type="calc_type_ring")
+    lens = torch.tensor([4, 4, 4], dtype=torch.int32)
+    workspace = torch_npu.atb._npu_multi_head_latent_attention_get_workspace(*args, lens, HEADS, 0.3, 1, **kwargs)
+    graph, stream = torch.npu.NPUGraph(), torch.npu.Stream()
+    with torch.npu.graph(graph, stream=stream):
+        torch.npu.graph_task_group_begin(stream)
+        torch_npu.atb.npu_multi_head_latent_attention(*args, lens, HEADS, 0.3, 1, **kwargs, workspace=workspace,
+                                                      output=out, lse=lse)
+        handle = torch.npu.graph_task_group_end(stream)
+    update = torch.npu.Stream()
+    with torch.npu.stream(update):
+        torch.npu.graph_task_update_begin(update, handle)
+        torch_npu.atb.npu_multi_head_latent_attention(*args, torch.tensor([16, 7, 1], dtype=torch.int32), HEADS, 0.3,
+                                                      1, **kwargs, workspace=workspace, output=out, lse=lse)
+        torch.npu.graph_task_update_end(update)
+    graph.replay()
+    want, want_lse = reference(q_nope, q_rope, ctkv, k_rope, table, [16, 7, 1], 0.3)
+    torch.testing.assert_close(out.cpu().double(), want, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(lse.cpu().double(), want_lse, atol=1e-4, rtol=1e-4)
