@@ -3,6 +3,7 @@ example extension (examples/npu_extension) built with torch_npu.utils.cpp_extens
 against the CPU, and libopapi.so's two-phase aclnn operators called as an extension calls them (here through ctypes)."""
 
 import ctypes
+import json
 import importlib.util
 import os
 import sys
@@ -309,3 +310,110 @@ def test_op_command_errors(op_command):
         op_command("ROIAlign", [x], None, torch.empty(2, 2).npu(), [], "", 0.0)
     with pytest.raises(RuntimeError, match=r"output 0 has shape \[3, 3\]"):
         op_command("Add", [x, x], None, torch.empty(3, 3).npu(), [], "", 0.0)
+
+
+API_CALLS = REPO / "tests" / "torch_npu_api" / "api_calls.cpp"
+API_CALLS_BUILD = REPO / "build" / "torch_npu_api_calls"
+
+
+def load_api_calls():
+    from torch_npu.utils.cpp_extension import load
+
+    API_CALLS_BUILD.mkdir(parents=True, exist_ok=True)
+    return load("torch_npu_api_calls", [str(API_CALLS)], build_directory=str(API_CALLS_BUILD))
+
+
+@pytest.fixture(scope="module")
+def api_calls():
+    return load_api_calls()
+
+
+def test_init_npu_synchronize_and_device_functions(api_calls):
+    out = api_calls.device_lifecycle(0)
+    assert out["current_after_init"] == 0 and out["get_device"] == 0
+    assert out["get_device_status"] == 0 and out["set_device_status"] == 0
+    assert out["set_device_bad_status"] == 100000  # ACL_ERROR_INVALID_PARAM
+    assert torch.npu.current_device() == 0
+
+
+def test_npu_event_is_a_runtime_event(api_calls):
+    out = api_calls.events(torch.randn(64, 64).npu())
+    assert out["created_before_record"] is False and out["device_before_record"] is False
+    assert out["query"] and out["elapsed_ms_nonnegative"] and out["event_handle"]
+    assert out["device"] == 0 and out["acl_sync"] == 0  # ACL's event calls take it
+
+
+def test_npu_event_ipc_handle_opens_in_place(api_calls):
+    x = torch.randn(16).npu()
+    out = api_calls.ipc_event(x)
+    assert out["created_by_handle"] and out["opened_query"]
+    torch.testing.assert_close(out["result"].cpu(), x.cpu() * 3)
+    assert "ACL_EVENT_IPC" in out["plain_ipc_error"]
+
+
+def test_npu_stream_marks_and_pool(api_calls):
+    out = api_calls.streams()
+    assert out["pool_is_not_default"] and out["current_is_pool"] and out["need_empty_same_handle"]
+    assert (out["marked_before"], out["marked_copy"], out["marked_after"]) == (False, True, False)
+    assert torch.npu.current_stream() == torch.npu.default_stream()
+
+
+def test_warning_state_is_torch_npus_sync_debug_mode(api_calls):
+    before = torch.npu.get_sync_debug_mode()
+    assert api_calls.sync_debug_mode(1) == 1
+    assert api_calls.sync_debug_mode(2) == 102  # L_ERROR: warn_or_error_on_sync raised
+    assert torch.npu.get_sync_debug_mode() == before
+
+
+def test_formats_and_swapped_memory(api_calls):
+    x = torch.randn(2, 3).npu()
+    out = api_calls.formats(x)
+    assert out["storage_sizes"] == [2, 3] and out["format"] == 2  # ACL_FORMAT_ND
+    assert out["swapped"].device.type == "npu" and out["swapped"].shape == (3, 4)
+
+
+def test_c10_npu_get_error_message_is_acls(api_calls):
+    assert "size must be greater than 0" in api_calls.acl_error_message()
+
+
+def test_op_command_inputs_match_cpu(api_calls):
+    torch.manual_seed(4)
+    a, b = torch.rand(4, 6) + 0.5, torch.rand(4, 6)
+    out = api_calls.op_command_inputs(a.npu(), b.npu())
+    torch.testing.assert_close(out["inputs"].cpu(), a + b)
+    torch.testing.assert_close(out["expect"].cpu(), a.int().float() + b)
+    torch.testing.assert_close(out["scalar_tensor"].cpu(), a + 2.5)
+    torch.testing.assert_close(out["host_values"].cpu(), a.t())
+    torch.testing.assert_close(out["host_doubles"].cpu(), a + 0.25)
+    torch.testing.assert_close(out["attr_cond"].cpu(), a.sum(1))  # keep_dims given with cond false
+
+
+def test_trace_tracker_and_acl_memory_in_torch_npus_process(api_calls):
+    """In a fresh process (the tracker stays attached for the process's life; another test of this process may have
+    finalized ACL): a trace tracker sees the caching allocator's segment allocations and frees, recorded history or
+    not, and an extension's ACL calls work without aclInit, as in torch_npu's process."""
+    from conftest import run_python
+
+    r = run_python(f"""
+        import importlib.util, json, sys, torch, torch_npu
+        sys.path.insert(0, {str(REPO / "tests")!r})
+        spec = importlib.util.spec_from_file_location("t", {__file__!r})
+        t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)
+        calls = t.load_api_calls()
+        calls.attach_trace_tracker()
+        torch.npu.empty_cache()
+        before = calls.trace_counts()
+        x = torch.empty(64 * 1024 * 1024, dtype=torch.uint8, device="npu")
+        after_alloc = calls.trace_counts()
+        del x
+        torch.npu.empty_cache()
+        after_free = calls.trace_counts()
+        print(json.dumps(dict(before=before, after_alloc=after_alloc, after_free=after_free,
+                              acl=calls.acl_malloc_align32(4096))))
+    """)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["after_alloc"]["segment_alloc"] > out["before"]["segment_alloc"]
+    assert out["after_alloc"]["alloc"] > out["before"]["alloc"]
+    assert out["after_free"]["segment_free"] > out["after_alloc"]["segment_free"]
+    assert out["acl"] == {"malloc": 0, "aligned": True, "memset": 0, "memcpy": 0, "all_sevens": True, "free": 0}

@@ -9,10 +9,13 @@
 
 #include "op_command_table.h"
 #include "torch_npu/csrc/core/npu/DeviceUtils.h"
+#include "torch_npu/csrc/core/npu/NPUFunctions.h"
 
 namespace at_npu::native {
 
-OpCommand& OpCommand::Name(const std::string& name) {
+OpCommand::OpCommand() = default;
+
+OpCommand& OpCommand::Name(const string& name) {
   name_ = name;
   return *this;
 }
@@ -22,20 +25,65 @@ OpCommand& OpCommand::Input() {
   return *this;
 }
 
-OpCommand& OpCommand::Input(const at::Tensor& input, const std::string& descName,
-                            const std::optional<aclFormat>& sensitive_format, const std::string& realData) {
-  inputs_.emplace_back(input);
+OpCommand& OpCommand::DynamicInputReg(DynamicInputRegFunc func, DyNumAndIndex num_and_index) { return *this; }
+
+OpCommand& OpCommand::Expect(UnifiedResult unified_result) {
+  common_type_ = unified_result.common_type;
   return *this;
 }
 
-OpCommand& OpCommand::InputWithoutContiguous(const at::Tensor& input, const std::string& descName,
-                                             const std::string& realData) {
-  inputs_.emplace_back(input);
+void OpCommand::add_tensor_input(const at::Tensor& input) {
+  if (common_type_ && input.defined() && input.scalar_type() != *common_type_) {
+    inputs_.emplace_back(input.to(*common_type_));
+  } else {
+    inputs_.emplace_back(input);
+  }
+}
+
+OpCommand& OpCommand::Input(const at::Tensor& input, const string& descName,
+                            const c10::optional<aclFormat>& sensitive_format, const string& realData) {
+  add_tensor_input(input);
   return *this;
+}
+
+OpCommand& OpCommand::InputWithoutContiguous(const at::Tensor& input, const string& descName,
+                                             const string& realData) {
+  add_tensor_input(input);
+  return *this;
+}
+
+OpCommand& OpCommand::Inputs(const at::TensorList& inputs) {
+  for (const auto& input : inputs) add_tensor_input(input);
+  return *this;
+}
+
+OpCommand& OpCommand::InputScalarToNPUTensor(const c10::Scalar& input, const at::ScalarType type) {
+  inputs_.emplace_back(at::scalar_tensor(input, at::TensorOptions().dtype(type).device(
+                                                    c10::DeviceType::PrivateUse1, c10_npu::current_device())));
+  return *this;
+}
+
+OpCommand& OpCommand::AddHostValues(const void* data, at::IntArrayRef shape, at::ScalarType from,
+                                    at::ScalarType to) {
+  // Copied at once: the caller's array need not outlive the command.
+  const at::Tensor values =
+      at::from_blob(const_cast<void*>(data), shape, at::TensorOptions().dtype(from)).to(to, false, true);
+  HostInput host{{}, std::nullopt, to, values};
+  if (at::isIntegralType(to, true)) {
+    const at::Tensor longs = values.to(at::kLong).contiguous();
+    host.ints.assign(longs.data_ptr<int64_t>(), longs.data_ptr<int64_t>() + longs.numel());
+  }
+  inputs_.emplace_back(std::move(host));
+  return *this;
+}
+
+OpCommand& OpCommand::Input(const c10::ArrayRef<double>& dimListRef, at::IntArrayRef realShape,
+                            at::ScalarType toType, CompileType compileType, const string& realDtype) {
+  return AddHostValues(dimListRef.data(), realShape, at::kDouble, toType);
 }
 
 OpCommand& OpCommand::Input(const c10::IntArrayRef& dimListRef, at::ScalarType toType, CompileType compileType,
-                            const std::string& realDtype, const std::string& descName) {
+                            const string& realDtype, const string& descName) {
   inputs_.emplace_back(HostInput{std::vector<int64_t>(dimListRef.begin(), dimListRef.end()), std::nullopt, toType});
   return *this;
 }
@@ -45,8 +93,8 @@ OpCommand& OpCommand::Input(const c10::Scalar& input, const at::ScalarType type,
   return *this;
 }
 
-OpCommand& OpCommand::Output(at::Tensor& output, const std::string& descName,
-                             const std::optional<aclFormat>& sensitive_format, const std::string& realType) {
+OpCommand& OpCommand::Output(at::Tensor& output, const string& descName,
+                             const c10::optional<aclFormat>& sensitive_format, const string& realType) {
   torch_npu::utils::torch_check_npu(output);
   outputs_.push_back(output);
   return *this;
@@ -81,6 +129,9 @@ void OpCommand::Run() {
     const auto* h = std::get_if<HostInput>(&in);
     if (h != nullptr && h->scalar) {
       inputs.emplace_back(at::scalar_tensor(*h->scalar, at::TensorOptions().dtype(h->dtype)));
+    } else if (h != nullptr && h->values.defined() && h->ints.empty()) {
+      // Non-integral values read as a tensor on the outputs' device (integers stay a list for ints()).
+      inputs.emplace_back(h->values.to(outputs_.front().device()));
     } else {
       inputs.emplace_back(in);
     }
@@ -103,13 +154,13 @@ OpCommand& OpCommand::Sync() {
 
 OpCommand& OpCommand::Sync(c10::SmallVector<int64_t, N>& sync_index) { return Sync(); }
 
-void OpCommand::RunOpApi(const std::string& op_name, PROC_FUNC func, bool sync) {
+void OpCommand::RunOpApi(const string& op_name, PROC_FUNC func, bool sync) {
   const int status = func();
   TORCH_CHECK(status == 0, op_name, " failed with error code ", status);
   if (sync) c10_npu::getCurrentNPUStream().synchronize();
 }
 
-void OpCommand::RunOpApiV2(const std::string& op_name, const PROC_FUNC& func, bool sync) {
+void OpCommand::RunOpApiV2(const string& op_name, const PROC_FUNC& func, bool sync) {
   RunOpApi(op_name, func, sync);
 }
 

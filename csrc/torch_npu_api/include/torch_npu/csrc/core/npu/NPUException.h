@@ -5,7 +5,16 @@
 #include <c10/util/Exception.h>
 
 #include "third_party/acl/inc/acl/acl_base.h"
+#include "torch_npu/csrc/core/npu/NPUMacros.h"
 #include "torch_npu/csrc/core/npu/npu_log.h"
+
+namespace c10_npu {
+
+// The calling thread's most recent ACL error message (aclGetRecentErrMsg: reading it clears it), or "" when there is
+// none.
+C10_NPU_API const char* c10_npu_get_error_message();
+
+}  // namespace c10_npu
 
 #define NPU_CHECK_ERROR(err_code, ...)                                                                            \
   do {                                                                                                            \
