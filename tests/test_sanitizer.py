@@ -251,3 +251,127 @@ print(len(handler.flush_record_stream_warnings()))
 """
     (result,) = run_many([(code, SANITIZED)])
     assert result.lines == ["1 True True", "0"], result.describe()
+
+
+
+# The check at deallocation (torch_npu's): the allocator reports frees from whatever thread drops the last reference (a
+# kernel's launch record often does, on a compute thread) into a queue the sanitizer empties on the host. Here x's last
+# reference is dropped while x + 1 still waits behind a sleeping kernel, so x is freed on the compute thread after
+# `del x`; reading record_stream_errors waits for the launched kernels, and reports it.
+DEALLOCATION = """
+import gc
+import torch, torch_npu
+from torch_npu.npu import _sanitizer
+handler = _sanitizer.npu_sanitizer.event_handler
+main, side = torch.npu.default_stream(), torch.npu.Stream()
+
+def use_on_side(record=False, erase=False):
+    x = torch.ones(64, device="npu")
+    side.wait_stream(main)
+    if record:
+        x.record_stream(side)
+    if erase:
+        torch_npu.erase_stream(x, side)
+    with torch.npu.stream(side):
+        torch.npu._sleep(20_000_000)  # 20 ms: x + 1 is still queued when x is dropped
+        x + 1
+    ptr = x.untyped_storage().data_ptr()
+    del x
+    gc.collect()
+    return ptr
+
+ptr = use_on_side()
+errors = handler.record_stream_errors
+print(len(errors), errors[0].data_ptr == ptr, errors[0].usage_stream == side.npu_stream,
+      errors[0].allocation_stream == main.npu_stream)
+use_on_side(record=True)
+print(len(handler.record_stream_errors))
+use_on_side(record=True, erase=True)  # erase_stream undoes record_stream
+print(len(handler.record_stream_errors))
+"""
+
+# torch_npu's structure: the sanitizer wires torch_npu.npu._stream_check's dispatch mode and event handler to
+# torch_npu.utils._npu_trace's callbacks, which are also where c10's GPUTrace reports (torch.npu._gpu_trace).
+STRUCTURE = """
+import torch, torch_npu
+import torch_npu.npu._sanitizer as sanitizer
+import torch_npu.npu._stream_check as stream_check
+import torch_npu.utils._npu_trace as npu_trace
+s = sanitizer.npu_sanitizer
+print(s.enabled, s.mode == sanitizer.SanitizerMode.STREAM, type(s.dispatch) is stream_check.NPUSanitizerDispatchMode,
+      s.dispatch.event_handler is s.event_handler, isinstance(s.event_handler, stream_check.NPURecordStreamHandler))
+print(torch.npu._gpu_trace.EventRecordCallbacks is npu_trace.NPUEventRecordCallbacks,
+      [name for _, name in npu_trace.NPURecordStreamCallbacks.callback_list])
+# Enabled anew, the new handler replaces the old one in every callback list.
+s.dispatch.__exit__(None, None, None)
+s.dispatch, s.event_handler, s.enabled = None, None, False
+s.enable()
+print(len(npu_trace.NPUEventWaitCallbacks.callback_list),
+      npu_trace.NPUEventWaitCallbacks.callback_list[0][0].__self__ is s.event_handler)
+print(stream_check.NPUSanitizerDispatchMode(s.event_handler).args_handler is None)
+"""
+
+# ASCEND_OPP_DEBUG_PATH: torch_npu's kernel check. The operator package is copied to ./opp_debug_path with the debug
+# kernel directory linked in (removed at exit), and each npu op's start and end are printed.
+KERNEL_CHECK = """
+import os
+os.chdir({work!r})
+import torch, torch_npu
+from torch_npu.npu import _sanitizer
+_sanitizer.enable_npu_sanitizer()
+link = os.path.join("opp_debug_path", "built-in/op_impl/ai_core/tbe/kernel")
+print(_sanitizer.npu_sanitizer.enabled, _sanitizer.npu_sanitizer.mode == _sanitizer.SanitizerMode.KERNEL,
+      os.path.islink(link) and os.readlink(link) == os.path.join({debug!r}, "built-in/op_impl/ai_core/tbe/kernel"))
+if _sanitizer.npu_sanitizer.enabled:
+    def my_step(x):
+        return x + 1
+
+    print(my_step(torch.ones(4, device="npu")).sum().item())
+"""
+
+
+@pytest.fixture(scope="module")
+def structure_cases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kernel_check")
+    debug = root / "debug_opp"
+    (debug / "built-in/op_impl/ai_core/tbe/kernel").mkdir(parents=True)
+    work, work_absent = root / "work", root / "work_absent"
+    work.mkdir()
+    work_absent.mkdir()
+    kernel_env = {"ASCEND_OPP_DEBUG_PATH": str(debug), "TORCH_NPU_SANITIZER": None}
+    absent_env = {"ASCEND_OPP_DEBUG_PATH": str(root / "absent"), "TORCH_NPU_SANITIZER": None}
+    jobs = {"deallocation": (DEALLOCATION, SANITIZED), "structure": (STRUCTURE, SANITIZED),
+            "kernel_check": (KERNEL_CHECK.format(work=str(work), debug=str(debug)), kernel_env),
+            "kernel_check_absent": (KERNEL_CHECK.format(work=str(work_absent), debug=str(debug)), absent_env)}
+    results = dict(zip(jobs, run_many(list(jobs.values()))))
+    results["work"] = work
+    return results
+
+
+def test_missing_record_stream_is_reported_when_the_tensor_is_freed(structure_cases):
+    result = structure_cases["deallocation"]
+    assert result.lines == ["1 True True True", "1", "2"], result.describe()
+    assert "without record_stream" in result.stderr
+
+
+def test_sanitizer_is_built_of_torch_npus_modules(structure_cases):
+    result = structure_cases["structure"]
+    assert result.lines == ["True True True True True", "True ['handle_record_stream']", "1 True", "True"], \
+        result.describe()
+
+
+def test_kernel_check_traces_each_op_with_its_stack(structure_cases):
+    result = structure_cases["kernel_check"]
+    lines = result.lines
+    assert lines[0] == "True True True" and "8.0" in lines, result.describe()
+    start = next(i for i, line in enumerate(lines) if line.endswith("====== Start acl operator aten::add.Tensor"))
+    assert lines[start + 1].endswith("====== aten::add.Tensor python stack info:"), result.describe()
+    assert any("in my_step" in line for line in lines[start + 1:]), result.describe()
+    # The debug copy and its lock are removed at exit.
+    assert not any(structure_cases["work"].iterdir())
+
+
+def test_kernel_check_without_debug_kernels_stays_off(structure_cases):
+    result = structure_cases["kernel_check_absent"]
+    assert result.lines[-1] == "False True False", result.describe()
+    assert "ASCEND_OPP_DEBUG_PATH is not exists." in result.stdout

@@ -1182,6 +1182,7 @@ void free_block(void* ctx) {
   if (C10_UNLIKELY(in_bad_fork())) return;
   Block* block = static_cast<Block*>(ctx);
   if (C10_UNLIKELY(recovery::any_unsafe())) recovery::mark_safe(block->ptr);  // allocated again, it holds new data
+  gpu_trace::memory_deallocation(block->ptr);  // before the block can be handed out again
   state(block->device).free(block);
 }
 
@@ -1200,6 +1201,7 @@ struct PluggableBlock {
 void free_pluggable(void* ctx) {
   if (C10_UNLIKELY(in_bad_fork())) return;
   auto* b = static_cast<PluggableBlock*>(ctx);
+  gpu_trace::memory_deallocation(b->ptr);
   g_plug_free.load()(b->ptr, b->size, b->device, b->stream);
   delete b;
 }
@@ -1256,12 +1258,14 @@ void NPUCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stre
   // Tensors not from this allocator (e.g. zero-size ones) have nothing to track.
   if (!ptr.get() || ptr.get_deleter() != &free_block) return;
   Block* block = static_cast<Block*>(ptr.get_context());
+  gpu_trace::record_stream(block->ptr, NPUStream(stream));
   state(block->device).record_stream(block, NPUStream(stream).handle());
 }
 
 void NPUCachingAllocator::eraseStream(const c10::DataPtr& ptr, c10::Stream stream) {
   if (!ptr.get() || ptr.get_deleter() != &free_block) return;
   Block* block = static_cast<Block*>(ptr.get_context());
+  gpu_trace::erase_stream(block->ptr, NPUStream(stream));
   state(block->device).erase_stream(block, NPUStream(stream).handle());
 }
 

@@ -27,6 +27,7 @@
 #include "backend/python/ipc_event.h"
 #include "backend/python/mstx.h"
 #include "backend/python/npurt.h"
+#include "backend/python/npu_trace.h"
 #include "backend/npu_error.h"
 #include "backend/recovery.h"
 #include "backend/ops/compiled_kernel.h"
@@ -342,6 +343,7 @@ PYBIND11_MODULE(_C, m) {
   register_ipc_event_bindings(m);  // _IpcEvent: torch.npu.Event(interprocess=True)
   register_npurt_bindings(m);  // _npurt: torch.npu.npurt()
   register_mstx_bindings(m);  // _mstx: torch.npu.mstx
+  register_npu_trace_bindings(m);  // the allocator's records for torch_npu.utils._npu_trace
   register_host_func_bindings(m);  // _launch_host_func, _subscribe_report, _unsubscribe_report
   register_format_bindings(m);  // format.cpp reads torch.npu.config.allow_internal_format through it
   m.def("_cpp_meta_ops", [] { return cpp_meta_ops(); });  // the overloads inferred without Python (tests)
