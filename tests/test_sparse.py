@@ -113,6 +113,33 @@ def test_ops_with_sparse_results_equal_the_cpu():
     assert_same_sparse(x.npu().sparse_mask(n.coalesce()), x.sparse_mask(s.coalesce()))
 
 
+# ATen's device-generic sparse kernels (on the values, or metadata) and the device-specific ones, on a sample each.
+SPARSE_OPS = {
+    "abs": lambda s: s.abs(), "div_": lambda s: s.clone().div_(2), "floor_divide": lambda s: s // 2,
+    "erfinv": lambda s: (s / 10).erfinv(), "nan_to_num": lambda s: s.nan_to_num(), "pow": lambda s: s.pow(2),
+    "isinf": lambda s: s.isinf(), "narrow_copy": lambda s: s.narrow_copy(1, 1, 3), "permute": lambda s: s.permute(1, 0),
+    "unsqueeze": lambda s: s.unsqueeze(0), "cat": lambda s: torch.cat([s, s], 1), "zero_": lambda s: s.clone().zero_(),
+    "copy_": lambda s: torch.zeros_like(s).copy_(s), "resize_as_": lambda s: torch.sparse_coo_tensor(size=(2, 2), device=s.device).resize_as_(s),
+    "broadcast_to": lambda s: torch._sparse_broadcast_to(s.unsqueeze(0), (3, 4, 5)),
+    "to_sparse(1)": lambda s: s.coalesce().to_dense().to_sparse(1), "mv": lambda s: s.mv(torch.arange(5.0, device=s.device)),
+    "norm": lambda s: s.norm(), "any": lambda s: s.any(), "sparse_mask(sparse)": lambda s: (s * 2).sparse_mask(s.coalesce()),
+    "mul(dense)": lambda s: s * torch.arange(20.0, device=s.device).reshape(4, 5),
+    "log_softmax": lambda s: torch.sparse.log_softmax(s, 0), "hspmm": lambda s: torch.hspmm(s, torch.ones(5, 2, device=s.device)),
+    "smm (sspaddmm, self is out)": lambda s: torch.smm(s, torch.ones(5, 2, device=s.device)),
+    "sparse @ sparse": lambda s: torch.sparse.mm(s, s.t()),
+}
+
+
+@pytest.mark.parametrize("name", list(SPARSE_OPS))
+def test_sparse_op_equals_the_cpu(name):
+    s = coo()
+    expected, got = SPARSE_OPS[name](s), SPARSE_OPS[name](s.npu())
+    assert got.device.type == "npu" and got.layout == expected.layout
+    if expected.is_sparse:
+        expected, got = expected.coalesce().to_dense(), got.cpu().coalesce().to_dense()
+    torch.testing.assert_close(got.cpu(), expected)
+
+
 def test_mm_backward_through_a_sparse_matrix():
     s, d = coo(), torch.randn(5, 3)
     grads = []

@@ -20,6 +20,10 @@ import yaml
 
 COMPRESSED_CONVERSIONS = {"_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}
 
+# One kernel for SparseCPU and SparseCUDA, which still reads the data through a DispatchStub of ATen's
+# native/sparse/SparseStubs.h (a CPU and a CUDA implementation, none for npu): device-specific all the same.
+STUB_KERNELS = {"sparse_mask", "_sparse_mask_projection"}
+
 
 def kernels_by_key(dispatch):
     out = {}
@@ -40,7 +44,8 @@ def main(output):
         name = entry["func"].split("(", 1)[0]
         if name.split(".", 1)[0] in COMPRESSED_CONVERSIONS:
             continue
-        (generic if cpu == cuda else specific).append(name)
+        shared = cpu == cuda and name.split(".", 1)[0] not in STUB_KERNELS
+        (generic if shared else specific).append(name)
 
     lines = [f"SPARSE_GENERIC_OP({n})" for n in generic] + [f"SPARSE_DEVICE_OP({n})" for n in specific]
     text = (

@@ -82,6 +82,7 @@ void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // A tensor argument as the compute thread rebuilds it: a strided tensor, or a COO tensor from its two parts.
 struct Operand {
   size_t position = 0;
+  const void* identity = nullptr;  // the host's TensorImpl: one host tensor is one CPU tensor (sspaddmm's self is out)
   bool sparse = false;
   bool written = false;
   TensorRef dense;  // strided (device memory, or a 0-dim CPU tensor by value)
@@ -137,10 +138,18 @@ class Views {
   }
 
   at::Tensor make(const Operand& o) {
-    if (!o.sparse) return strided(o.dense);
-    const at::Tensor values = strided(o.values);
-    return at::_sparse_coo_tensor_with_dims_and_tensors(o.sparse_dim, o.dense_dim, o.sizes, strided(o.indices), values,
-                                                        values.options().layout(c10::kSparse), o.coalesced);
+    for (const auto& [identity, tensor] : made_)
+      if (identity == o.identity) return tensor;
+    at::Tensor t;
+    if (o.sparse) {
+      const at::Tensor values = strided(o.values);
+      t = at::_sparse_coo_tensor_with_dims_and_tensors(o.sparse_dim, o.dense_dim, o.sizes, strided(o.indices), values,
+                                                       values.options().layout(c10::kSparse), o.coalesced);
+    } else {
+      t = strided(o.dense);
+    }
+    if (o.identity) made_.emplace_back(o.identity, t);
+    return t;
   }
 
   // t, or a copy of it if it still reads device memory.
@@ -160,6 +169,7 @@ class Views {
 
  private:
   std::vector<const void*> bases_;
+  std::vector<std::pair<const void*, at::Tensor>> made_;
 };
 
 int run_sparse_kernel(void* arg) {
@@ -332,6 +342,7 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const auto* a = schema.arguments()[i].alias_info();
     Operand o;
     o.position = i;
+    if (t.device().type() == kNPU) o.identity = t.unsafeGetTensorImpl();
     o.written = a && a->isWrite();
     if (t.is_sparse()) {
       o.sparse = true;
