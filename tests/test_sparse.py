@@ -150,6 +150,27 @@ def test_mm_backward_through_a_sparse_matrix():
     torch.testing.assert_close(grads[1], grads[0])
 
 
+def test_gradients_of_the_values_equal_the_cpu():
+    indices, values = coo()._indices(), coo()._values()
+    for reduce in (lambda s: (torch.sparse.sum(s, dim=1).to_dense() ** 2).sum(),
+                   lambda s: (s.to_dense() * torch.arange(20.0, device=s.device).reshape(4, 5)).sum()):
+        grads = []
+        for device in ("cpu", "npu"):
+            v = values.detach().clone().to(device).requires_grad_()
+            reduce(torch.sparse_coo_tensor(indices.to(device), v, (4, 5))).backward()
+            grads.append(v.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_sparse_kernels_are_not_captured_in_npu_graphs():
+    n = coo().npu()
+    graph = torch.npu.NPUGraph()
+    with pytest.raises(RuntimeError, match="aten::_coalesce on sparse tensors cannot be captured in an NPU graph"):
+        with torch.npu.graph(graph):
+            n.coalesce()
+    assert torch.equal(n.coalesce().to_dense().cpu(), coo().to_dense())
+
+
 @pytest.mark.parametrize("optimizer, kwargs", [
     (torch.optim.SGD, {"lr": 0.1}),
     (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),

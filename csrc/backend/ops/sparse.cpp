@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/graph.h"
 #include "backend/npu_error.h"
 #include "backend/ops/executor.h"
 #include "backend/ops/kernel.h"
@@ -317,6 +318,9 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK(device >= 0, info.name, ": no npu tensor among the arguments");
   const c10::DeviceGuard guard(c10::Device(kNPU, device));
   const NPUStream stream = getCurrentNPUStream(device);
+  // A launch record runs once (the kernel consumes its stack), so a graph's replays could not run it again.
+  TORCH_CHECK(!(C10_UNLIKELY(capture_underway()) && current_stream_capturing()), info.name,
+              " on sparse tensors cannot be captured in an NPU graph: run it before or after the capture");
   info.launches.fetch_add(1, std::memory_order_relaxed);
 
   const std::vector<int> aliases = return_aliases(schema);
