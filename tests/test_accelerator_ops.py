@@ -126,7 +126,7 @@ def test_quantizing_raises_not_implemented_naming_the_op(call):
 NEEDS_NO_NPU_KERNEL = {
     "another backend's library (cuDNN, MIOpen, oneDNN layouts, MPS, Triton): ATen calls it only for that backend":
         r"cudnn|miopen|mkldnn|_mps|mps_|lstm_mps|_triton",
-    "sparse layouts, not supported on npu (strided tensors only)":
+    "sparse-layout ops: their kernels are on the sparse keys (npu's SparsePrivateUse1 ones: ops/sparse.cpp)":
         r"sparse|_coalesce|_indices$|_values$|_nnz|_dimI|_dimV|hspmm|_to_dense|_spsolve|_cslt|native_norm",
     "nested tensors, not supported on npu": r"_nested|to_padded_tensor",
     "quantized tensors: refused on npu where they are made (ops/quantized.cpp)":
