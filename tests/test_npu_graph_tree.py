@@ -143,3 +143,63 @@ def test_tree_records_replays_and_checkpoints(trees):
     assert _graph_tree.MarkStepBox.mark_step_counter == -7
     (root,) = manager.get_roots()
     assert sorted(len(v) for v in root.children.values()) == [1, 1]  # g and h under f
+
+
+def test_an_output_of_a_recording_a_later_step_frees_raises_when_read(trees):
+    f = _fn(lambda x: [x + 1], 1)  # warmed up
+    torch.compiler.npugraph_mark_step_begin()
+    (kept,) = f([torch.ones(8, device="npu")])  # the recording's output
+    torch.testing.assert_close(kept.cpu(), torch.full((8,), 2.0))
+    torch.compiler.npugraph_mark_step_begin()
+    f([torch.ones(8, device="npu")])  # a new step: the recording's outputs are freed, then it replays
+    with pytest.raises(RuntimeError, match="accessing tensor output of NPUGraphs that has been overwritten"):
+        kept.cpu()
+
+
+class _TreePolicy(torch._inductor.cudagraph_utils.CUDAGraphPolicy):
+    """torch.compile's graphs wrapped by the graph trees, as Inductor's compile_fx.cudagraphify wraps them in CUDA's."""
+
+    def cudagraphify(self, model, example_inputs, static_input_idxs, *, device_index, is_backward, is_inference,
+                     **kwargs):
+        trees = {}
+
+        def run(inputs):
+            if "fn" not in trees:
+                trees["fn"] = _graph_tree.npugraphify_impl(
+                    model, inputs, static_input_idxs, device_index=device_index, is_backward=is_backward,
+                    is_inference=is_inference, stack_traces=kwargs["stack_traces"], constants=kwargs["constants"],
+                    placeholders=kwargs["placeholders"], mutated_input_idxs=kwargs["mutated_input_idxs"])
+            return trees["fn"](inputs)
+
+        return run
+
+
+def test_compiled_training_through_the_trees_matches_eager(trees):
+    import copy
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).npu()
+    eager = copy.deepcopy(module)
+    opt_c = torch.optim.SGD(module.parameters(), lr=0.1)
+    opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
+    with torch._inductor.config.patch(cudagraph_policy=_TreePolicy()):
+        compiled = torch.compile(module, mode="reduce-overhead")
+        for _ in range(4):  # warm-up, recording of forward and backward, replays
+            x = torch.randn(8, 16, device="npu")
+            losses = []
+            for model, opt in ((compiled, opt_c), (eager, opt_e)):
+                loss = model(x).square().mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                losses.append(loss.detach().cpu())
+            torch.testing.assert_close(*losses)
+        manager = _graph_tree.get_manager(0)
+        assert manager.path_state == _graph_tree.ExecutionState.EXECUTION
+        (forward,) = manager.get_roots()  # the backward recorded as the forward's child, both replayed
+        assert [type(n) for nodes in forward.children.values() for n in nodes] == [_graph_tree.NPUGraphNode]
+        assert forward.graph._replay_count() == 3
+    for p, q in zip(module.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.cpu(), q.cpu())
+    torch._dynamo.reset()

@@ -347,7 +347,7 @@ def mark_step_begin() -> None:
 
 
 def reset_npugraph_trees() -> None:
-    "Clear all cudagraph trees"
+    "Clear all npugraph trees"
     # see shutdown below for why this is necessary
     # Note: get_obj may fail if called from a thread that wasn't spawned by
     # autograd (e.g., test threads). In that case, there's nothing to reset.
@@ -440,11 +440,11 @@ def npugraphify_impl(
         compile_id = kwargs.get("compile_id", "")
         if int_key is None:
             log.info(
-                "[%s] Recording cudagraph tree for graph without symints", compile_id
+                "[%s] Recording npugraph tree for graph without symints", compile_id
             )
         else:
             log.info(
-                "[%s] Recording cudagraph tree for symint key %s", compile_id, int_key
+                "[%s] Recording npugraph tree for symint key %s", compile_id, int_key
             )
 
         if not has_warn:
@@ -1333,7 +1333,7 @@ class NPUGraphNode:
             torch._check(
                 o.is_npu or o.untyped_storage().data_ptr() == 0,
                 lambda: (
-                    "Expected all cuda outputs in cuda graph recording. Non cuda output "
+                    "Expected all npu outputs in npu graph recording. Non npu output "
                     f"from {self.stack_traces[i] if self.stack_traces else '(unknown)'}"
                 ),
             )
@@ -2261,10 +2261,10 @@ class NPUGraphTreeManager:
                         else unexpected_rerecord_reason()
                     )
                     log_cudagraph_skip_and_bump_counter(
-                        f"skipping cudagraph due to function {function_id.id} exceeding max "
+                        f"skipping npugraph due to function {function_id.id} exceeding max "
                         f"re-recording limit "
                         f"(={torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit}) "
-                        f"on cudagraph node {_id} due to {reason}."
+                        f"on npugraph node {_id} due to {reason}."
                     )
                     return self.ids_to_funcs[function_id].model(new_inputs)
 
@@ -2578,9 +2578,9 @@ class NPUGraphTreeManager:
                 "Error: accessing gradient tensor output of NPUGraphs that has been overwritten "
                 f"by a subsequent run. Stack trace: {stack_trace}. "
                 "This can happen with torch.compile(mode='reduce-overhead') and gradient "
-                "accumulation when a .grad tensor is allocated during CUDAGraph capture. "
+                "accumulation when a .grad tensor is allocated during NPUGraph capture. "
                 "If you need gradient accumulation, allocate stable .grad buffers outside "
-                "CUDAGraph capture before the compiled backward runs, for example by running "
+                "NPUGraph capture before the compiled backward runs, for example by running "
                 "an eager warmup iteration or by preallocating zeroed .grad tensors. "
                 "If you do not need gradient accumulation, set .grad to None before each backward."
             )
@@ -2675,7 +2675,7 @@ class NPUGraphTreeManager:
             raise RuntimeError("check isinstance(self.current_node, NPUGraphNode) fail")
         self.debug_checkpointing_counter += 1
         log.debug(
-            "Checkpointing cuda caching allocator state. Number of checkpoints %d",
+            "Checkpointing npu caching allocator state. Number of checkpoints %d",
             self.debug_checkpointing_counter,
         )
 
