@@ -477,3 +477,47 @@ except TypeError as e:
     r = run_python(code)
     # One 2 MiB segment from the user's alloc holds both 256 KiB tensors; deleting the pool frees it through free.
     assert r.lines == ["True", "0", "1 True", "True", "0", "1 True", "TypeError"], r.describe()
+
+
+PLUGGABLE_STATS_CPP = r"""
+#include <c10/core/CachingDeviceAllocator.h>
+static long resets;
+extern "C" c10::CachingDeviceAllocator::DeviceStats my_stats(c10::DeviceIndex device) {
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  stats.allocated_bytes[0].current = 4242 + device;
+  stats.num_alloc_retries = 7;
+  return stats;
+}
+extern "C" void my_reset_peak(c10::DeviceIndex device) { resets++; }
+extern "C" long reset_calls(void) { return resets; }
+"""
+
+
+def test_pluggable_allocator_statistics_functions(tmp_path):
+    """NPUPluggableAllocator.allocator()'s set_get_device_stats_fn / set_reset_peak_status_fn (torch_npu's): while the
+    allocator is current, torch.npu's statistics are the user's function's and resetting the peaks calls theirs."""
+    import subprocess
+
+    import torch.utils.cpp_extension as ext
+
+    so = _compile_pluggable(tmp_path)
+    src = tmp_path / "stats.cpp"
+    src.write_text(PLUGGABLE_STATS_CPP)
+    stats_so = tmp_path / "libstats.so"
+    subprocess.run(["c++", "-std=c++17", "-shared", "-fPIC", "-o", str(stats_so), str(src),
+                    *(f"-I{d}" for d in ext.include_paths())], check=True)
+    code = f"""
+import ctypes, torch, torch_npu
+alloc = torch.npu.NPUPluggableAllocator({str(so)!r}, "my_alloc", "my_free")
+lib = ctypes.CDLL({str(stats_so)!r})
+address = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+alloc.allocator().set_get_device_stats_fn(address("my_stats"))  # before it is current
+torch.npu.memory.change_current_allocator(alloc)
+x = torch.ones(1000, device="npu")
+print(torch.npu.memory_allocated(), torch.npu.memory_stats()["num_alloc_retries"])
+alloc.allocator().set_reset_peak_status_fn(address("my_reset_peak"))  # after
+torch.npu.reset_peak_memory_stats()
+print(lib.reset_calls(), x.sum().item())
+"""
+    r = run_python(code)
+    assert r.lines == ["4242 7", "1 1000.0"], r.describe()

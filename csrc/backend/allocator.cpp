@@ -1189,6 +1189,8 @@ void free_block(void* ctx) {
 // The user's allocator of change_current_allocator (NPUPluggableAllocator), in place of the caching allocator.
 std::atomic<NPUCachingAllocator::PluggableAllocFn> g_plug_alloc{nullptr};
 std::atomic<NPUCachingAllocator::PluggableFreeFn> g_plug_free{nullptr};
+std::atomic<NPUCachingAllocator::PluggableDeviceStatsFn> g_plug_stats{nullptr};
+std::atomic<NPUCachingAllocator::PluggableResetPeakFn> g_plug_reset_peak{nullptr};
 std::atomic<bool> g_allocated_once{false};  // the allocator can no longer be swapped
 
 struct PluggableBlock {
@@ -1269,11 +1271,22 @@ void NPUCachingAllocator::eraseStream(const c10::DataPtr& ptr, c10::Stream strea
   state(block->device).erase_stream(block, NPUStream(stream).handle());
 }
 
-DeviceStats NPUCachingAllocator::getDeviceStats(c10::DeviceIndex device) { return state(device).stats(); }
+DeviceStats NPUCachingAllocator::getDeviceStats(c10::DeviceIndex device) {
+  const PluggableDeviceStatsFn user_stats = g_plug_stats.load();
+  if (user_stats && g_plug_alloc.load()) return user_stats(device);
+  return state(device).stats();
+}
 
 void NPUCachingAllocator::resetAccumulatedStats(c10::DeviceIndex device) { state(device).reset_accumulated(); }
 
-void NPUCachingAllocator::resetPeakStats(c10::DeviceIndex device) { state(device).reset_peak(); }
+void NPUCachingAllocator::resetPeakStats(c10::DeviceIndex device) {
+  const PluggableResetPeakFn user_reset = g_plug_reset_peak.load();
+  if (user_reset && g_plug_alloc.load()) {
+    user_reset(device);
+    return;
+  }
+  state(device).reset_peak();
+}
 
 std::pair<size_t, size_t> NPUCachingAllocator::getMemoryInfo(c10::DeviceIndex device) {
   check_device_index(device);
@@ -1384,6 +1397,10 @@ void* NPUCachingAllocator::raw_alloc(size_t nbytes, const NPUStream& stream) {
   g_raw_allocations.emplace(ptr, std::move(data));
   return ptr;
 }
+
+void NPUCachingAllocator::set_pluggable_device_stats_fn(PluggableDeviceStatsFn fn) { g_plug_stats.store(fn); }
+
+void NPUCachingAllocator::set_pluggable_reset_peak_fn(PluggableResetPeakFn fn) { g_plug_reset_peak.store(fn); }
 
 void NPUCachingAllocator::use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free) {
   TORCH_CHECK(alloc && free, "change_current_allocator: the allocator's alloc and free functions must not be null");

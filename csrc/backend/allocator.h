@@ -106,8 +106,14 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
 
   // torch.npu.memory.change_current_allocator(NPUPluggableAllocator(...)): every later allocation calls the user's
   // functions (torch_npu's signatures, the stream as the runtime's handle) instead of the cache. Only before the first
-  // allocation; the statistics then stay those of the unused cache.
+  // allocation; the statistics then stay those of the unused cache, unless the functions below are given.
   void use_pluggable(PluggableAllocFn alloc, PluggableFreeFn free);
+  // NPUPluggableAllocator.allocator()'s set_get_device_stats_fn / set_reset_peak_status_fn (torch_npu's): while a
+  // pluggable allocator is current, getDeviceStats answers with the user's function and resetPeakStats calls theirs.
+  using PluggableDeviceStatsFn = c10::CachingDeviceAllocator::DeviceStats (*)(c10::DeviceIndex device);
+  using PluggableResetPeakFn = void (*)(c10::DeviceIndex device);
+  void set_pluggable_device_stats_fn(PluggableDeviceStatsFn fn);
+  void set_pluggable_reset_peak_fn(PluggableResetPeakFn fn);
 
   // Graph trees (torch_npu._C._npu_getCheckpointState / _npu_setCheckpointPoolState / _npu_checkPoolLiveAllocations,
   // CUDA's checkpoints of a private pool): a pool's segments on a device, block by block, so that a later recording

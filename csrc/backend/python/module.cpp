@@ -510,6 +510,14 @@ PYBIND11_MODULE(_C, m) {
     NPUCachingAllocator::get()->use_pluggable(reinterpret_cast<NPUCachingAllocator::PluggableAllocFn>(alloc),
                                               reinterpret_cast<NPUCachingAllocator::PluggableFreeFn>(free));
   });
+  m.def("_pluggable_set_device_stats_fn", [](uintptr_t fn) {
+    NPUCachingAllocator::get()->set_pluggable_device_stats_fn(
+        reinterpret_cast<NPUCachingAllocator::PluggableDeviceStatsFn>(fn));
+  });
+  m.def("_pluggable_set_reset_peak_status_fn", [](uintptr_t fn) {
+    NPUCachingAllocator::get()->set_pluggable_reset_peak_fn(
+        reinterpret_cast<NPUCachingAllocator::PluggableResetPeakFn>(fn));
+  });
   m.def("_raw_delete", [](uintptr_t ptr) { NPUCachingAllocator::get()->raw_delete(reinterpret_cast<void*>(ptr)); });
   m.def("_host_memory_stats", &host_stats);
   m.def("_reset_accumulated_host_memory_stats",

@@ -170,6 +170,34 @@ class NPUPluggableAllocator:
         self._lib = ctypes.CDLL(path_to_so_file)
         self._alloc = ctypes.cast(getattr(self._lib, alloc_fn_name), ctypes.c_void_p).value
         self._free = ctypes.cast(getattr(self._lib, free_fn_name), ctypes.c_void_p).value
+        self._allocator = _PluggableAllocatorFunctions(self)
+
+    def allocator(self) -> "_PluggableAllocatorFunctions":
+        """The allocator's optional functions (torch_npu's C++ allocator object): set_get_device_stats_fn and
+        set_reset_peak_status_fn."""
+        return self._allocator
+
+
+class _PluggableAllocatorFunctions:
+    """The optional functions of an NPUPluggableAllocator, each an address (ctypes.cast(lib.fn, c_void_p).value) of a
+    function with torch_npu's signature: `DeviceStats get_device_stats(c10::DeviceIndex)` answers
+    torch.npu.memory_stats and `void reset_peak_status(c10::DeviceIndex)` is what torch.npu.reset_peak_memory_stats
+    calls, while the allocator is current (given before or after change_current_allocator)."""
+
+    def __init__(self, owner: NPUPluggableAllocator):
+        self._owner = owner
+        self.get_device_stats_fn = 0
+        self.reset_peak_status_fn = 0
+
+    def set_get_device_stats_fn(self, fn: int) -> None:
+        self.get_device_stats_fn = int(fn)
+        if _current_pluggable is self._owner:
+            _C._pluggable_set_device_stats_fn(self.get_device_stats_fn)
+
+    def set_reset_peak_status_fn(self, fn: int) -> None:
+        self.reset_peak_status_fn = int(fn)
+        if _current_pluggable is self._owner:
+            _C._pluggable_set_reset_peak_status_fn(self.reset_peak_status_fn)
 
 
 _current_pluggable: Optional[NPUPluggableAllocator] = None
@@ -183,6 +211,8 @@ def change_current_allocator(allocator: NPUPluggableAllocator) -> None:
         raise TypeError(f"change_current_allocator expects an NPUPluggableAllocator, got {type(allocator).__name__}")
     _lazy_init()
     _C._change_current_allocator(allocator._alloc, allocator._free)
+    _C._pluggable_set_device_stats_fn(allocator._allocator.get_device_stats_fn)
+    _C._pluggable_set_reset_peak_status_fn(allocator._allocator.reset_peak_status_fn)
     _current_pluggable = allocator  # its library stays loaded while the process may call it
 
 
