@@ -72,6 +72,34 @@ def test_checkpoint_restores_the_pools_live_blocks(pool):
     assert C._npu_checkPoolLiveAllocations(0, pool, set())
 
 
+def _current_stats():
+    torch.npu.synchronize()
+    torch.npu.empty_cache()
+    return {k: v for k, v in torch.npu.memory_stats().items() if k.endswith(".current")}
+
+
+def test_a_restored_checkpoint_keeps_the_statistics():
+    before = _current_stats()
+    handle = torch.npu.graph_pool_handle()
+    C._npu_beginAllocateCurrentThreadToPool(0, handle)
+    a = torch.arange(256, dtype=torch.float32, device="npu")
+    small, large = torch.ones(300, device="npu"), torch.ones(3 << 20, device="npu")  # small and large pool blocks
+    state = C._npu_getCheckpointState(0, handle)
+    later = [torch.zeros(200, device="npu"), torch.zeros(2 << 20, device="npu")]
+    torch.npu.synchronize()
+    stale = [t.untyped_storage()._cdata for t in (small, large, *later)]
+    C._npu_setCheckpointPoolState(0, state, stale, [a.untyped_storage()._cdata])
+    raw = [small.data_ptr(), large.data_ptr()]
+    del small, large, later
+    for ptr in raw:
+        C._npu_npuCachingAllocator_raw_delete(ptr)
+    assert C._npu_checkPoolLiveAllocations(0, handle, {a.data_ptr()})
+    del a
+    C._npu_endAllocateToPool(0, handle)
+    C._npu_releasePool(0, handle)
+    assert _current_stats() == before  # allocated, active, inactive split, reserved, segments: as before
+
+
 def test_free_and_remove_deleter():
     t = torch.ones(64, device="npu")
     storage = t.untyped_storage()._cdata
