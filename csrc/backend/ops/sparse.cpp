@@ -339,7 +339,8 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::unique_ptr<SparseLaunch> owned(k);
   for (size_t i = 0; i < num_args; ++i) {
     if (!args[i].isTensor() || !args[i].toTensor().defined()) {
-      k->stack.push_back(args[i]);
+      const bool npu_device = args[i].isDevice() && args[i].toDevice().type() == kNPU;
+      k->stack.push_back(npu_device ? c10::IValue(c10::Device(c10::kCPU)) : args[i]);
       continue;
     }
     const at::Tensor& t = args[i].toTensor();
