@@ -430,12 +430,16 @@ class NPUArgumentHandler:
                                                name=argument.name), value)
 
     def parse_outputs(self, schema: torch.FunctionSchema, outputs: Any, *, is_factory: bool) -> None:
+        """Records the op's outputs as written (is_factory, torch_npu's argument, changes nothing: a factory reads only
+        its inputs' metadata, but writes its outputs)."""
         returns = schema.returns
         if not returns:  # in-place ops returning nothing (_foreach_add_, ...): their writes are the inputs'
             return
         values = (outputs,) if len(returns) == 1 else tuple(outputs)
         for ret, value in zip(returns, values):
-            metadata_only = is_factory or (ret.alias_info is not None and not ret.alias_info.is_write)
+            # A factory's output is fresh memory its kernel writes (zeros_like, new_ones), as torch_npu counts it;
+            # only a returned view writes nothing.
+            metadata_only = ret.alias_info is not None and not ret.alias_info.is_write
             pytree.tree_map_(functools.partial(self._handle_argument, is_write=not metadata_only,
                                                metadata_only=metadata_only, is_output=True), value)
 
