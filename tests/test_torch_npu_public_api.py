@@ -1,7 +1,8 @@
 """torch_npu's modules follow PyTorch's public-API rule as torch_npu's do: a public name (in `__all__`, or any name
 of a module without one) has a `__module__` inside the module that lists it, and what a module imports for itself is
 not public. The ops are the one exception, as in torch_npu (which allowlists them): their home is torch.ops.<namespace>
-(or softnpu.fused, for the few that are Python functions over it). torch_npu.__all__ is torch_npu's: erase_stream and the ops its build marks exposed."""
+(or softnpu.fused, for the few that are Python functions over it). torch_npu.__all__ is torch_npu's: erase_stream and
+the ops its build marks exposed."""
 
 import importlib
 import pickle
