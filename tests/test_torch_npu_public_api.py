@@ -58,6 +58,10 @@ def test_torch_npu_all_is_erase_stream_and_the_exposed_ops():
     for name in ("npu_rms_norm_backward", "npu_fusion_attention_grad", "Format", "get_npu_format"):
         assert hasattr(torch_npu, name) and name not in torch_npu.__all__, name
     assert torch_npu.npu_rms_norm is torch.ops.npu.npu_rms_norm
+    # torch_npu's own name for the list.
+    from torch_npu.utils.exposed_api import public_npu_functions as listed
+
+    assert listed is public_npu_functions
 
 
 def test_erase_stream_is_torch_npus():
