@@ -108,6 +108,18 @@ with torch.npu.stream(s2):
     except _sanitizer.NPUSanitizerErrors as e:
         print("RACE", len(e.errors))
 """, SANITIZED),
+    # A factory's output is written by its kernel (new_zeros on s1): an unordered read on s2 races with it.
+    "factory_write": ("""
+s1.wait_stream(torch.npu.current_stream())
+with torch.npu.stream(s1):
+    z = a.new_zeros(4096)
+with torch.npu.stream(s2):
+    try:
+        z + 1
+        print("SILENT")
+    except _sanitizer.NPUSanitizerErrors as e:
+        print("RACE", len(e.errors))
+""", SANITIZED),
     # Two reads from different streams do not race.
     "two_reads": ("""
 with torch.npu.stream(s1):
@@ -194,6 +206,12 @@ def test_enable_npu_sanitizer_call_reports_the_race(cases):
     result = cases["enable_call"]
     assert result.lines == ["RACE 1"], result.describe()
     assert "aten::mul.Tensor" in result.stderr and "aten::add.Tensor" in result.stderr
+
+
+def test_factory_output_is_a_write(cases):
+    result = cases["factory_write"]
+    assert result.lines == ["RACE 1"], result.describe()
+    assert "aten::new_zeros" in result.stderr and "writing to the output" in result.stderr
 
 
 def test_write_after_unordered_read_is_reported(cases):
