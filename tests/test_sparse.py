@@ -150,6 +150,32 @@ def test_mm_backward_through_a_sparse_matrix():
     torch.testing.assert_close(grads[1], grads[0])
 
 
+def test_max_is_torch_npus_the_maximum_of_the_dense_form():
+    negative = -coo()  # every stored value negative: the implicit zeros are the maximum
+    assert negative.npu().max().cpu().item() == 0.0 == negative.to_dense().max().item()
+    assert coo().npu().max().cpu().item() == coo().to_dense().max().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_coalesce_sums_in_float32_and_rounds_once(dtype):
+    torch.manual_seed(0)
+    indices, values = torch.randint(0, 8, (2, 4000)), torch.randn(4000).to(dtype)
+    npu = torch.sparse_coo_tensor(indices.npu(), values.npu(), (8, 8)).coalesce()
+    float32 = torch.sparse_coo_tensor(indices, values.float(), (8, 8)).coalesce()
+    assert npu.dtype == dtype
+    assert torch.equal(npu._indices().cpu(), float32._indices())
+    assert torch.equal(npu._values().cpu(), float32._values().to(dtype))
+
+
+def test_sparse_tensors_are_made_on_their_tensors_device():
+    dense = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]], device="npu:1")
+    with torch.npu.device(0):
+        for sparse in (dense.to_sparse(), dense.to_sparse(1), torch.sparse_coo_tensor(
+                torch.tensor([[0, 1]], device="npu:1"), torch.ones(2, device="npu:1"), (3,))):
+            assert sparse.device == sparse._indices().device == sparse._values().device == torch.device("npu:1")
+            assert (sparse + sparse).coalesce()._values().device == torch.device("npu:1")
+
+
 def test_gradients_of_the_values_equal_the_cpu():
     indices, values = coo()._indices(), coo()._values()
     for reduce in (lambda s: (torch.sparse.sum(s, dim=1).to_dense() ** 2).sum(),
@@ -210,8 +236,8 @@ def test_unsupported_ops_raise_naming_the_op():
         torch.randn(3, 3).npu().to_sparse_csr()
     with pytest.raises(NotImplementedError, match=r"aten::_to_sparse.*sparse COO layout .* only, not CSR"):
         torch.randn(3, 3).npu().to_sparse(layout=torch.sparse_csr)
-    with pytest.raises(NotImplementedError, match=r"aten::max.*sparse tensors on npu"):
-        n.max()  # no sparse kernel (the CPU has none either)
+    with pytest.raises(NotImplementedError, match=r"aten::argmax.*sparse tensors on npu"):
+        n.argmax()  # no sparse kernel (the CPU has none either)
     assert issubclass(NotImplementedError, RuntimeError)
 
 

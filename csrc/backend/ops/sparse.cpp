@@ -61,9 +61,23 @@ void refuse_compressed(const c10::OperatorHandle& op, torch::jit::Stack*) {
 
 // ------------------------------------------------------------------------------------------------ device-generic
 
+// The device of the op's first npu tensor, made current while its kernel runs: the tensors a device-generic kernel
+// creates go to the current device, as on CUDA.
+std::optional<c10::Device> npu_device_of(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  for (const auto& a : torch::jit::last(stack, n))
+    if (a.isTensor() && a.toTensor().defined() && a.toTensor().device().type() == kNPU) return a.toTensor().device();
+  return std::nullopt;
+}
+
 void run_generic(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::OptionalDeviceGuard guard(npu_device_of(op, *stack));
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::SparseCPU), stack);
 }
+
+// max() of a sparse tensor: torch_npu's (op-plugin's sparse max), the maximum of its dense form, implicit zeros
+// included. ATen has no sparse kernel of it.
+at::Tensor max_of_dense_form(const at::Tensor& self) { return self.to_dense().max(); }
 
 // dense -> COO (Tensor.to_sparse()): ATen's dense_to_sparse is every backend's kernel (nonzero, index, ...).
 void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -75,6 +89,7 @@ void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                 "Could not run '", op.operator_name(), "' to layout ", layout.toLayout(),
                                 " on npu: npu supports the sparse COO layout (torch.sparse_coo) only, not CSR, CSC, BSR or BSC");
   }
+  const c10::OptionalDeviceGuard guard(npu_device_of(op, *stack));
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
@@ -173,6 +188,25 @@ class Views {
   std::vector<std::pair<const void*, at::Tensor>> made_;
 };
 
+// A COO tensor with its values converted (its indices shared).
+at::Tensor values_to(const at::Tensor& t, c10::ScalarType dtype) {
+  const at::Tensor values = t._values().to(dtype);
+  return at::_sparse_coo_tensor_with_dims_and_tensors(t.sparse_dim(), t.dense_dim(), t.sizes(), t._indices(), values,
+                                                      values.options().layout(c10::kSparse), t.is_coalesced());
+}
+
+// _coalesce of float16/bfloat16 values sums the duplicates in float32 and rounds once, as the accelerators' kernels
+// (CUDA's accumulates in its accumulate type; torch_npu's matches the CPU in float32). The CPU's sums in the dtype
+// itself. Returns the dtype to round the result to, with the operand widened, or nullopt for other launches.
+std::optional<c10::ScalarType> coalesced_half(SparseLaunch& k) {
+  if (k.op.schema().name() != "aten::_coalesce") return std::nullopt;
+  const at::Tensor self = k.stack[0].toTensor();
+  const c10::ScalarType dtype = self.scalar_type();
+  if (dtype != c10::kHalf && dtype != c10::kBFloat16) return std::nullopt;
+  k.stack[0] = values_to(self, c10::kFloat);
+  return dtype;
+}
+
 int run_sparse_kernel(void* arg) {
   auto& k = *static_cast<SparseLaunch*>(arg);
   try {
@@ -196,7 +230,9 @@ int run_sparse_kernel(void* arg) {
     }
     std::vector<std::pair<size_t, at::Tensor>> outputs;
     for (const auto& [index, ref] : k.outputs) outputs.emplace_back(index, views.strided(ref));
+    const std::optional<c10::ScalarType> half = coalesced_half(k);
     k.op.callBoxed(&k.stack);
+    if (half) k.stack[0] = values_to(k.stack[0].toTensor(), *half);
     for (const auto& [index, out] : outputs) out.copy_(k.stack[index].toTensor());
     if (k.sync) {
       for (auto& r : k.stack) k.sync->returns.push_back(r.isTensor() ? views.host_owned(r.toTensor()) : r);
@@ -426,6 +462,7 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("max", TORCH_FN(max_of_dense_form));
 #define SPARSE_GENERIC_OP(name) m.impl(#name, torch::CppFunction::makeFromBoxedFunction<&run_generic>());
 #define SPARSE_DEVICE_OP(name) m.impl(#name, torch::CppFunction::makeFromBoxedFunction<&run_device_op>());
 #include "backend/ops/sparse_ops.def"
