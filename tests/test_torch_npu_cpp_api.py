@@ -417,3 +417,15 @@ def test_trace_tracker_and_acl_memory_in_torch_npus_process(api_calls):
     assert out["after_alloc"]["alloc"] > out["before"]["alloc"]
     assert out["after_free"]["segment_free"] > out["after_alloc"]["segment_free"]
     assert out["acl"] == {"malloc": 0, "aligned": True, "memset": 0, "memcpy": 0, "all_sevens": True, "free": 0}
+
+
+def test_generator_is_torch_npus_interface(api_calls):
+    state = torch.npu.get_rng_state()
+    try:
+        out = api_calls.generator(1234)
+        assert out["draw"] == [1234, 8] and out["state"] == [1234, 20, 0]
+        assert out["offset_after"] == 24 and out["philox_offset"] == 24 and out["clone"] == [1234, 24]
+        assert torch.npu.initial_seed() == 1234  # the generator torch.npu seeds
+        assert out["device_type_npu"] and out["fresh_seed"] == 67280421310721  # c10's default seed
+    finally:
+        torch.npu.set_rng_state(state)

@@ -95,15 +95,13 @@ void NPUGeneratorState::remove_capture_state(uint64_t capture_id) {
 // ------------------------------------------------------------------------------------------------ the generator
 
 NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
-    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
-                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : at_npu::NPUGeneratorImpl(device),
       state_(c10::make_intrusive<NPUGeneratorState>()) {
   state_->seed = seed;
 }
 
 NPUGeneratorImpl::NPUGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<NPUGeneratorState> state)
-    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
-                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : at_npu::NPUGeneratorImpl(device),
       state_(std::move(state)) {}
 
 void NPUGeneratorImpl::set_current_seed(uint64_t seed) {
@@ -215,6 +213,11 @@ std::pair<uint64_t, uint64_t> NPUGeneratorImpl::philox_engine_inputs(uint64_t in
       "Refactor this op to use NPUGeneratorImpl::draw. Cannot call NPUGeneratorImpl::philox_engine_inputs");
   const RngDraw d = draw(increment);
   return {d.seed, d.offset};
+}
+
+at_npu::PhiloxNpuState NPUGeneratorImpl::philox_npu_state(uint64_t increment) {
+  const auto [seed, offset] = philox_engine_inputs(increment);
+  return at_npu::PhiloxNpuState(seed, offset);
 }
 
 NPUGeneratorImpl* NPUGeneratorImpl::clone_impl() const {

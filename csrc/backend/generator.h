@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "softnpu/runtime.h"
+#include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
 
 namespace softnpu {
 
@@ -67,7 +68,8 @@ class NPUGeneratorState final : public c10::intrusive_ptr_target {
   std::map<uint64_t, std::unique_ptr<GraphRngState>> captures_;  // guarded by captures_mutex_
 };
 
-class NPUGeneratorImpl final : public c10::GeneratorImpl {
+// torch_npu's at_npu::NPUGeneratorImpl, so extensions reach it through torch_npu's interface.
+class NPUGeneratorImpl final : public at_npu::NPUGeneratorImpl {
  public:
   explicit NPUGeneratorImpl(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
   NPUGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<NPUGeneratorState> state);
@@ -86,16 +88,16 @@ class NPUGeneratorImpl final : public c10::GeneratorImpl {
   c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
 
   // The offset in force: the generator's, or the capturing graph's.
-  void set_philox_offset_per_thread(uint64_t offset);
-  uint64_t philox_offset_per_thread() const;
-
-  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+  void set_philox_offset_per_thread(uint64_t offset) override;
+  uint64_t philox_offset_per_thread() const override;
 
   // A random kernel's draw (advances the offset by `increment`, rounded up to a multiple of 4), graph-safe: during a
   // capture of the current stream it reads the replay's (seed, offset) at run time. Under mutex_.
   RngDraw draw(uint64_t increment = kKernelOffsetIncrement);
   // (seed, offset) known on the host, for kernels that take them as arguments; not while capturing. Under mutex_.
-  std::pair<uint64_t, uint64_t> philox_engine_inputs(uint64_t increment = kKernelOffsetIncrement);
+  std::pair<uint64_t, uint64_t> philox_engine_inputs(uint64_t increment = kKernelOffsetIncrement) override;
+  // The same draw as torch_npu's PhiloxNpuState (not captured: raises during a capture, as philox_engine_inputs).
+  at_npu::PhiloxNpuState philox_npu_state(uint64_t increment) override;
 
   const c10::intrusive_ptr<NPUGeneratorState>& state() const { return state_; }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "third_party/acl/inc/acl/acl.h"
+#include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUEvent.h"
 #include "torch_npu/csrc/core/npu/NPUException.h"
@@ -190,6 +191,31 @@ py::dict op_command_inputs(at::Tensor a, at::Tensor b) {
   return out;
 }
 
+// torch_npu's generator pattern: the default generator as at_npu::NPUGeneratorImpl, a draw under its mutex.
+py::dict generator(int64_t seed) {
+  py::dict out;
+  at::Generator gen = at_npu::detail::getDefaultNPUGenerator();
+  auto* impl = at::check_generator<at_npu::NPUGeneratorImpl>(gen);
+  out["seed_before"] = impl->current_seed();
+  impl->set_current_seed(static_cast<uint64_t>(seed));
+  impl->set_offset(8);
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    const auto [s, offset] = impl->philox_engine_inputs(10);  // advances by 12: 10 rounded up to a multiple of 4
+    out["draw"] = std::vector<uint64_t>{s, offset};
+    const at_npu::PhiloxNpuState state = impl->philox_npu_state(4);
+    out["state"] = std::vector<uint64_t>{state.seed_.val, state.offset_.val, state.captured_ ? 1u : 0u};
+  }
+  out["offset_after"] = impl->get_offset();
+  out["philox_offset"] = impl->philox_offset_per_thread();
+  std::shared_ptr<at_npu::NPUGeneratorImpl> copy = impl->clone();
+  out["clone"] = std::vector<uint64_t>{copy->current_seed(), copy->get_offset()};
+  out["device_type_npu"] = at_npu::NPUGeneratorImpl::device_type() == c10::DeviceType::PrivateUse1;
+  at::Generator fresh = at_npu::detail::createNPUGenerator(0);
+  out["fresh_seed"] = at::check_generator<at_npu::NPUGeneratorImpl>(fresh)->current_seed();
+  return out;
+}
+
 std::atomic<int64_t> g_segment_allocs{0};
 std::atomic<int64_t> g_segment_frees{0};
 std::atomic<int64_t> g_allocs{0};
@@ -237,6 +263,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("formats", &formats);
   m.def("acl_error_message", &acl_error_message);
   m.def("op_command_inputs", &op_command_inputs);
+  m.def("generator", &generator);
   m.def("attach_trace_tracker", &attach_trace_tracker);
   m.def("trace_counts", &trace_counts);
   m.def("acl_malloc_align32", &acl_malloc_align32);
