@@ -92,3 +92,20 @@ def test_inner_precise_out_of_range_is_refused_at_the_call():
         with pytest.raises(RuntimeError, match="inner_precise must be 0 .* got 4"):
             torch_npu.npu_incre_flash_attention(q.to(device), k.to(device), v.to(device), num_heads=4,
                                                 input_layout="BNSD", inner_precise=4)
+
+
+def test_high_performance_mode_fully_masked_row_and_lse():
+    q, k, v = qkv(sq=8, skv=16, seed=5)
+    mask = torch.zeros(1, 1, 8, 16, dtype=torch.bool)
+    mask[..., 3, :] = True  # row 3 sees no key
+    mask[..., 5, 4:] = True
+    got, lse = torch_npu.npu_fused_infer_attention_score(q.npu(), k.npu(), v.npu(), num_heads=4, input_layout="BNSD",
+                                                         scale=0.125, atten_mask=mask.npu(), inner_precise=1,
+                                                         softmax_lse_flag=True)
+    got, lse = got.cpu(), lse.cpu()
+    additive = torch.zeros(8, 16).masked_fill(mask[0, 0], float("-inf"))
+    want = reference(q, k, v, 0.125, True, pse=additive).nan_to_num(0.)
+    assert got[:, :, 3].eq(0).all() and lse[:, :, 3].isneginf().all()
+    torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=2e-3)
+    s = ((q.float() @ k.float().transpose(-1, -2)).half().float() * 0.125).half().double() + additive.double()
+    torch.testing.assert_close(lse.double(), torch.logsumexp(s, -1, keepdim=True), atol=1e-5, rtol=1e-5)

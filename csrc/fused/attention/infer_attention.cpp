@@ -19,6 +19,7 @@
 // and float32 always, carry the scores in float32 (the flash kernel). Bit 1 (row-invalid correction) is always on
 // here: a fully masked row gives zeros.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <torch/library.h>
 
@@ -30,6 +31,7 @@
 #include <tuple>
 
 #include "fused/common.h"
+#include "fused/gemm.h"
 
 TORCH_LIBRARY_FRAGMENT(npu, m) {
   m.def("npu_prompt_flash_attention(Tensor query, Tensor key, Tensor value, *, Tensor? padding_mask=None, "
@@ -588,20 +590,33 @@ at::Tensor rotate_rows(const at::Tensor& t, const std::vector<int64_t>& starts, 
 // log-sum-exp [B, N2, R].
 std::tuple<at::Tensor, at::Tensor> attend_fp16_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                                       const at::Tensor& additive, double scale) {
-  const int64_t b = q.size(0), n2 = q.size(1), rows = q.size(2);
-  const at::Tensor mask = additive.expand({b, n2, rows, k.size(2)});
+  const int64_t b = q.size(0), n2 = q.size(1), rows = q.size(2), skv = k.size(2);
+  const at::Tensor mask = additive.expand({b, n2, rows, skv});
   at::Tensor out = at::empty({b, n2, rows, v.size(3)}, q.options()), lse = at::empty({b, n2, rows}, q.options());
-  for (int64_t i = 0; i < b; ++i) {
-    for (int64_t h = 0; h < n2; ++h) {  // one head at a time: the scores of one head, not of all, in memory
-      at::Tensor s = at::matmul(q[i][h], k[i][h].t()).to(at::kHalf);
-      s = (s * scale).to(at::kFloat).add_(mask[i][h]);
-      const at::Tensor row_lse = at::logsumexp(s, -1);
-      // A fully masked row (log-sum-exp -inf) would softmax to NaN: zeros, as the flash kernel gives.
-      const at::Tensor p = at::softmax(s, -1).masked_fill_(row_lse.isneginf().unsqueeze(-1), 0.);
-      out[i][h].copy_(at::matmul(p, v[i][h]));
-      lse[i][h].copy_(row_lse);
+  // Tasks of kRows score rows of one head, on the compute threads; each thread's scores stay in its cache through
+  // the passes and live in buffers it allocates once (fresh host memory per block would page-fault on every pass).
+  constexpr int64_t kRows = 64;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  at::parallel_for(0, b * n2 * blocks, 1, [&](int64_t begin, int64_t end) {
+    at::Tensor s = at::empty({kRows, skv}, q.options()), rounded = at::empty({kRows, skv}, q.options().dtype(at::kHalf));
+    at::Tensor max = at::empty({kRows, 1}, q.options()), sum = at::empty({kRows, 1}, q.options());
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t i = task / (n2 * blocks), h = task / blocks % n2, r = task % blocks * kRows;
+      const int64_t n = std::min(kRows, rows - r);
+      at::Tensor sc = s.narrow(0, 0, n), rc = rounded.narrow(0, 0, n), mx = max.narrow(0, 0, n),
+                 sm = sum.narrow(0, 0, n);
+      matmul_into(sc, q[i][h].narrow(0, r, n), k[i][h].t());
+      rc.copy_(sc).mul_(scale);  // float16 scores, scaled in float16
+      sc.copy_(rc).add_(mask[i][h].narrow(0, r, n));
+      at::amax_out(mx, sc, -1, /*keepdim=*/true);
+      mx.masked_fill_(mx.isneginf(), 0.);  // a fully masked row: exp(-inf) = 0 below, not NaN
+      sc.sub_(mx).exp_();
+      at::sum_out(sm, sc, -1, /*keepdim=*/true);
+      lse[i][h].narrow(0, r, n).copy_(sm.log().add_(mx).squeeze(-1));  // -inf for a fully masked row
+      sc.div_(sm.masked_fill_(sm.eq(0), 1.));                            // its probabilities stay zeros
+      matmul_into(out[i][h].narrow(0, r, n), sc, v[i][h]);
     }
-  }
+  });
   return {out, lse};
 }
 
