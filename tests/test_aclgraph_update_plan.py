@@ -96,17 +96,27 @@ def attention(q, k, v):
     return out * 2
 
 
+def _recorded_graphs():
+    """The NPU graphs reduce-overhead's graph trees recorded on npu:0 (and keep), in recording order."""
+    from torch_npu.npu import _graph_tree
+
+    manager = _graph_tree.get_manager(0, create_if_none_exists=False)
+    nodes, todo = [], list(manager.get_roots()) if manager else []
+    while todo:
+        nodes.append(todo.pop())
+        todo.extend(child for children in nodes[-1].children.values() for child in children)
+    return [node.graph for node in sorted(nodes, key=lambda node: node.id.id)]
+
+
 def test_reduce_overhead_applies_inductors_plan_at_each_replay(fresh_dynamo):
     from torch._inductor.utils import run_and_get_code
-
-    from softnpu.inductor import npu_graphs
 
     compiled = torch.compile(attention, mode="reduce-overhead", fullgraph=True)
     inputs = qkv(seed=1)
     _, (code, *_) = run_and_get_code(compiled, *inputs)
     assert code.count(f".call.{ACLGRAPH_UPDATE_PLAN_GLOBAL} = ") == 1  # Runner.call (graph partitions are on)
     assert "'actual_seq_lengths_kv': {'kind': 'list', 'items': [{'kind': 'constant', 'value': 6}" in code
-    graphs_before = len(npu_graphs.GRAPHS)
+    graphs_before = len(_recorded_graphs())
     updates = []
     update = torch.npu.NPUGraph.update
 
@@ -122,8 +132,8 @@ def test_reduce_overhead_applies_inductors_plan_at_each_replay(fresh_dynamo):
             assert torch.equal(got, attention(*inputs).cpu())
     finally:
         torch.npu.NPUGraph.update = update
-    assert len(npu_graphs.GRAPHS) == graphs_before + 1
-    records = npu_graphs.GRAPHS[-1].graph_dispatch_mode.graph_dispatch_records
+    assert len(_recorded_graphs()) == graphs_before + 1
+    records = _recorded_graphs()[-1].graph_dispatch_mode.graph_dispatch_records
     assert [r.op_cache_entry.__name__ for r in records] == ["npu_fused_infer_attention_score.out"]
     # Applied at the recording (the lengths left None are the plan's None sources); the replays' resolved updates
     # equal it, so they are not relaunched.

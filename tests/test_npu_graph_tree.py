@@ -1,6 +1,6 @@
 """NPU graph trees (torch_npu.npu._graph_tree) and the caching allocator's hooks they run on (torch_npu._C._npu_*):
-private-pool routing, the live-allocation check, a pool checkpoint restored, and trees of recordings replayed
-against the CPU."""
+private-pool routing, the live-allocation check, a pool checkpoint restored, trees of recordings replayed against the
+CPU, and torch.compile(mode="reduce-overhead") training through them (test_npu_graphs.py has the mode's contract)."""
 
 import pytest
 import torch
@@ -184,24 +184,6 @@ def test_an_output_of_a_recording_a_later_step_frees_raises_when_read(trees):
         kept.cpu()
 
 
-class _TreePolicy(torch._inductor.cudagraph_utils.CUDAGraphPolicy):
-    """torch.compile's graphs wrapped by the graph trees, as Inductor's compile_fx.cudagraphify wraps them in CUDA's."""
-
-    def cudagraphify(self, model, example_inputs, static_input_idxs, *, device_index, is_backward, is_inference,
-                     **kwargs):
-        trees = {}
-
-        def run(inputs):
-            if "fn" not in trees:
-                trees["fn"] = _graph_tree.npugraphify_impl(
-                    model, inputs, static_input_idxs, device_index=device_index, is_backward=is_backward,
-                    is_inference=is_inference, stack_traces=kwargs["stack_traces"], constants=kwargs["constants"],
-                    placeholders=kwargs["placeholders"], mutated_input_idxs=kwargs["mutated_input_idxs"])
-            return trees["fn"](inputs)
-
-        return run
-
-
 def test_compiled_training_through_the_trees_matches_eager(trees):
     import copy
 
@@ -211,23 +193,22 @@ def test_compiled_training_through_the_trees_matches_eager(trees):
     eager = copy.deepcopy(module)
     opt_c = torch.optim.SGD(module.parameters(), lr=0.1)
     opt_e = torch.optim.SGD(eager.parameters(), lr=0.1)
-    with torch._inductor.config.patch(cudagraph_policy=_TreePolicy()):
-        compiled = torch.compile(module, mode="reduce-overhead")
-        for _ in range(4):  # warm-up, recording of forward and backward, replays
-            x = torch.randn(8, 16, device="npu")
-            losses = []
-            for model, opt in ((compiled, opt_c), (eager, opt_e)):
-                loss = model(x).square().mean()
-                loss.backward()
-                opt.step()
-                opt.zero_grad()
-                losses.append(loss.detach().cpu())
-            torch.testing.assert_close(*losses)
-        manager = _graph_tree.get_manager(0)
-        assert manager.path_state == _graph_tree.ExecutionState.EXECUTION
-        (forward,) = manager.get_roots()  # the backward recorded as the forward's child, both replayed
-        assert [type(n) for nodes in forward.children.values() for n in nodes] == [_graph_tree.NPUGraphNode]
-        assert forward.graph._replay_count() == 3
+    compiled = torch.compile(module, mode="reduce-overhead")  # softnpu/inductor/npu_graphs.py: the trees
+    for _ in range(4):  # warm-up, recording of forward and backward, replays
+        x = torch.randn(8, 16, device="npu")
+        losses = []
+        for model, opt in ((compiled, opt_c), (eager, opt_e)):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.detach().cpu())
+        torch.testing.assert_close(*losses)
+    manager = _graph_tree.get_manager(0)
+    assert manager.path_state == _graph_tree.ExecutionState.EXECUTION
+    (forward,) = manager.get_roots()  # the backward recorded as the forward's child, both replayed
+    assert [type(n) for nodes in forward.children.values() for n in nodes] == [_graph_tree.NPUGraphNode]
+    assert forward.graph._replay_count() == 3
     for p, q in zip(module.parameters(), eager.parameters()):
         torch.testing.assert_close(p.cpu(), q.cpu())
     torch._dynamo.reset()

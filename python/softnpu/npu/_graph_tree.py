@@ -126,6 +126,12 @@ from torch.utils.weak import TensorWeakRef
 
 import torch_npu._C
 
+from ._aclgraph_update_plan import (
+    ACLGRAPH_UPDATE_PLAN_GLOBAL,
+    resolve_aclgraph_update_plan,
+    update_aclgraph_records_for_graph,
+    validate_aclgraph_update_plan_for_graph,
+)
 from ._npugraph_conditional_nodes import ControlFlowOpWarmupDispatchMode, NPUGraphCaptureControlFlowOpDispatchMode
 
 
@@ -1025,6 +1031,12 @@ class NPUGraphNode:
         # are aliases of parameters that are always live.
         self.static_output_tensors: OutputList[Tensor | None] = []
 
+        # torch_npu's ACL graph update plan Inductor wrote beside the compiled graph (a list; none without one): the
+        # arguments of the ops recorded through their NpuGraphOpHandlers that each replay takes from its inputs.
+        plan = getattr(wrapped_function.model, ACLGRAPH_UPDATE_PLAN_GLOBAL, None)
+        self.aclgraph_update_plan: list[dict[str, Any]] = plan if isinstance(plan, list) else []
+        self.aclgraph_applied_update: list[dict[str, Any]] | None = []  # none applied: an empty update needs none
+
         # Cleared after recording
         with dynamo_timed_npugraph("NPUGraphNode.record", compile_id, mode):
             self.recording_outputs: OutputType | None = self._record(
@@ -1108,9 +1120,15 @@ class NPUGraphNode:
     def run(self, new_inputs: list[InputType]) -> OutputType:
         self.check_static_inputs_are_stable(new_inputs)
 
+        cpu_update_input = resolve_aclgraph_update_plan(self.aclgraph_update_plan, new_inputs)
+
         self._copy_inputs_and_remove_from_src(self.reconstructed_inputs, new_inputs)
 
+        updated = self._apply_aclgraph_update(cpu_update_input)
         self.run_graph()
+        if updated:
+            # The next update records the ops' events again: only after this replay has waited on them.
+            self.graph.graph_dispatch_mode.update_stream.wait_stream(torch.npu.current_stream())
 
         outputs = self.reconstruct_outputs()
         new_inputs.clear()
@@ -1225,6 +1243,16 @@ class NPUGraphNode:
 
         return output_storages
 
+    def _apply_aclgraph_update(self, cpu_update_input: list[dict[str, Any]]) -> bool:
+        """Applies the plan's resolved update (NPUGraph.update), unless it holds only plain values equal to those the
+        recorded ops already have: relaunching an op into its task group costs more than the replay (190 us against
+        44 us a call). Tensors are always applied, their contents may have changed in place. Whether it did."""
+        plain = not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(cpu_update_input))
+        if plain and cpu_update_input == self.aclgraph_applied_update:
+            return False
+        self.aclgraph_applied_update = cpu_update_input if plain else None
+        return update_aclgraph_records_for_graph(cpu_update_input, self.graph)
+
     def run_graph(self) -> None:
         if not (self.graph is not None):
             raise RuntimeError("check self.graph is not None fail")
@@ -1281,13 +1309,18 @@ class NPUGraphNode:
                 stream=self.stream,
                 pool=self.npu_graphs_pool,
                 capture_error_mode="thread_local",
+                # the ops with an NpuGraphOpHandler in task groups of their own, which an update plan can update
+                auto_dispatch_capture=True,
             ),
             # NB: must go after torch.npu.graph which switches the stream
             _update_current_stream_external_object(),
             NPUGraphCaptureControlFlowOpDispatchMode(),
             get_history_recording(),
         ):
+            cpu_update_input = resolve_aclgraph_update_plan(self.aclgraph_update_plan, inputs)
             static_outputs = model(inputs)
+        validate_aclgraph_update_plan_for_graph(self.aclgraph_update_plan, self.graph)
+        self._apply_aclgraph_update(cpu_update_input)
 
         # running model should reclaim memory
         if not (len(inputs) == 0):
