@@ -429,3 +429,7 @@ def test_generator_is_torch_npus_interface(api_calls):
         assert out["device_type_npu"] and out["fresh_seed"] == 67280421310721  # c10's default seed
     finally:
         torch.npu.set_rng_state(state)
+
+
+def test_registered_hooks_are_npu_hooks_interface(api_calls):
+    assert api_calls.hooks() == {"is_npu_hooks": True, "same_generator": True, "available": True}

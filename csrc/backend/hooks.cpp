@@ -9,12 +9,14 @@
 #include "backend/host_allocator.h"
 #include "backend/npu_error.h"
 #include "backend/ops/storage.h"
+#include "torch_npu/csrc/core/npu/NPUHooksInterface.h"
 
 namespace softnpu {
 
 namespace {
 
-struct NPUHooks final : public at::PrivateUse1HooksInterface {
+// torch_npu's c10_npu::NPUHooksInterface, as torch_npu's hooks are.
+struct NPUHooks final : public c10_npu::NPUHooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex device) const override { return device >= 0 && device < device_count(); }

@@ -16,6 +16,7 @@
 #include "torch_npu/csrc/core/npu/NPUException.h"
 #include "torch_npu/csrc/core/npu/NPUFormat.h"
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
+#include "torch_npu/csrc/core/npu/NPUHooksInterface.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/libs/init_npu.h"
@@ -216,6 +217,16 @@ py::dict generator(int64_t seed) {
   return out;
 }
 
+// The registered PrivateUse1 hooks are torch_npu's NPUHooksInterface.
+py::dict hooks() {
+  py::dict out;
+  const auto* npu_hooks = dynamic_cast<const c10_npu::NPUHooksInterface*>(c10_npu::get_npu_hooks());
+  out["is_npu_hooks"] = npu_hooks != nullptr;
+  out["same_generator"] = npu_hooks != nullptr && npu_hooks->getDefaultGenerator(0) == at_npu::detail::getDefaultNPUGenerator(0);
+  out["available"] = npu_hooks != nullptr && npu_hooks->isAvailable();
+  return out;
+}
+
 std::atomic<int64_t> g_segment_allocs{0};
 std::atomic<int64_t> g_segment_frees{0};
 std::atomic<int64_t> g_allocs{0};
@@ -264,6 +275,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("acl_error_message", &acl_error_message);
   m.def("op_command_inputs", &op_command_inputs);
   m.def("generator", &generator);
+  m.def("hooks", &hooks);
   m.def("attach_trace_tracker", &attach_trace_tracker);
   m.def("trace_counts", &trace_counts);
   m.def("acl_malloc_align32", &acl_malloc_align32);
