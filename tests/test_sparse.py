@@ -167,6 +167,31 @@ def test_half_coalesce_sums_in_float32_and_rounds_once(dtype):
     assert torch.equal(npu._values().cpu(), float32._values().to(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_sparse_sums_in_float32_and_rounds_once(dtype):
+    # sparse + sparse in float16, which the CPU refuses, as the accelerators do it.
+    torch.manual_seed(0)
+    indices, values = torch.randint(0, 8, (2, 3000)), torch.randn(3000).to(dtype)
+    a, b = torch.sparse_coo_tensor(indices, values, (8, 8)), torch.sparse_coo_tensor(indices.flip(0), values, (8, 8))
+    expected = (a.float() + b.float()).coalesce()._values().to(dtype)
+    in_place = a.npu().clone()
+    in_place.add_(b.npu())
+    for result in ((a.npu() + b.npu()), in_place):
+        assert result.dtype == dtype
+        assert torch.equal(result.coalesce()._values().cpu(), expected)
+
+
+def test_sparse_embedding_bag_gradient_equals_the_cpu():
+    grads = []
+    for device in ("cpu", "npu"):
+        torch.manual_seed(0)
+        bag = torch.nn.EmbeddingBag(10, 3, mode="mean", sparse=True).to(device)
+        bag(torch.tensor([1, 2, 4, 5, 4, 3], device=device), torch.tensor([0, 3], device=device)).pow(2).sum().backward()
+        assert bag.weight.grad.is_sparse
+        grads.append(bag.weight.grad.cpu().to_dense())
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 def test_sparse_tensors_are_made_on_their_tensors_device():
     dense = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]], device="npu:1")
     with torch.npu.device(0):

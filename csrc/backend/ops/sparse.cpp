@@ -23,6 +23,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -79,6 +80,12 @@ void run_generic(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // included. ATen has no sparse kernel of it.
 at::Tensor max_of_dense_form(const at::Tensor& self) { return self.to_dense().max(); }
 
+// A dense op whose CPU kernel is also CUDA's: it composes other ops, run on npu tensors as they are.
+void run_device_generic(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::OptionalDeviceGuard guard(npu_device_of(op, *stack));
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
 // dense -> COO (Tensor.to_sparse()): ATen's dense_to_sparse is every backend's kernel (nonzero, index, ...).
 void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& args = op.schema().arguments();
@@ -89,8 +96,7 @@ void dense_to_sparse(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                 "Could not run '", op.operator_name(), "' to layout ", layout.toLayout(),
                                 " on npu: npu supports the sparse COO layout (torch.sparse_coo) only, not CSR, CSC, BSR or BSC");
   }
-  const c10::OptionalDeviceGuard guard(npu_device_of(op, *stack));
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  run_device_generic(op, stack);
 }
 
 // ------------------------------------------------------------------------------------------------ device-specific
@@ -195,16 +201,32 @@ at::Tensor values_to(const at::Tensor& t, c10::ScalarType dtype) {
                                                       values.options().layout(c10::kSparse), t.is_coalesced());
 }
 
-// _coalesce of float16/bfloat16 values sums the duplicates in float32 and rounds once, as the accelerators' kernels
-// (CUDA's accumulates in its accumulate type; torch_npu's matches the CPU in float32). The CPU's sums in the dtype
-// itself. Returns the dtype to round the result to, with the operand widened, or nullopt for other launches.
-std::optional<c10::ScalarType> coalesced_half(SparseLaunch& k) {
-  if (k.op.schema().name() != "aten::_coalesce") return std::nullopt;
-  const at::Tensor self = k.stack[0].toTensor();
-  const c10::ScalarType dtype = self.scalar_type();
-  if (dtype != c10::kHalf && dtype != c10::kBFloat16) return std::nullopt;
-  k.stack[0] = values_to(self, c10::kFloat);
-  return dtype;
+// The sums of sparse results in float16/bfloat16 (_coalesce's duplicates, sparse + sparse) accumulate in float32 and
+// round once, as the accelerators' kernels do (CUDA's in its accumulate type; torch_npu's matches the CPU in float32).
+// The CPU's sum in the dtype itself, or refuse float16 (sparse + sparse). The sparse operands of such a launch are
+// widened (one widened tensor per CPU tensor: add_'s self is its out); returns the dtype to round back to, or nullopt.
+std::optional<c10::ScalarType> widen_half_sums(SparseLaunch& k) {
+  const auto& name = k.op.schema().name();
+  const bool sums = name == "aten::_coalesce" ||
+                    (name == "aten::add" && std::any_of(k.operands.begin(), k.operands.end(), [](const Operand& o) {
+                      return o.written && o.sparse;
+                    }));
+  if (!sums) return std::nullopt;
+  std::optional<c10::ScalarType> half;
+  std::vector<std::pair<const void*, at::Tensor>> widened;
+  for (const auto& o : k.operands) {
+    if (!o.sparse) continue;
+    const at::Tensor t = k.stack[o.position].toTensor();
+    if (t.scalar_type() != c10::kHalf && t.scalar_type() != c10::kBFloat16) continue;
+    half = t.scalar_type();
+    auto it = std::find_if(widened.begin(), widened.end(), [&](const auto& w) { return w.first == t.unsafeGetTensorImpl(); });
+    if (it == widened.end()) {
+      widened.emplace_back(t.unsafeGetTensorImpl(), values_to(t, c10::kFloat));
+      it = widened.end() - 1;
+    }
+    k.stack[o.position] = it->second;
+  }
+  return half;
 }
 
 int run_sparse_kernel(void* arg) {
@@ -223,16 +245,19 @@ int run_sparse_kernel(void* arg) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     Views views;
     std::vector<std::pair<size_t, at::Tensor>> written;
-    for (const auto& o : k.operands) {
-      at::Tensor t = views.make(o);
-      if (o.written) written.emplace_back(o.position, t);
-      k.stack[o.position] = std::move(t);
-    }
+    for (const auto& o : k.operands) k.stack[o.position] = views.make(o);
+    const std::optional<c10::ScalarType> half = widen_half_sums(k);
+    for (const auto& o : k.operands)
+      if (o.written) written.emplace_back(o.position, k.stack[o.position].toTensor());
     std::vector<std::pair<size_t, at::Tensor>> outputs;
     for (const auto& [index, ref] : k.outputs) outputs.emplace_back(index, views.strided(ref));
-    const std::optional<c10::ScalarType> half = coalesced_half(k);
     k.op.callBoxed(&k.stack);
-    if (half) k.stack[0] = values_to(k.stack[0].toTensor(), *half);
+    if (half) {
+      for (auto& r : k.stack)
+        if (r.isTensor() && r.toTensor().is_sparse()) r = values_to(r.toTensor(), *half);
+      for (auto& [position, t] : written)
+        if (t.is_sparse()) t = values_to(t, *half);
+    }
     for (const auto& [index, out] : outputs) out.copy_(k.stack[index].toTensor());
     if (k.sync) {
       for (auto& r : k.stack) k.sync->returns.push_back(r.isTensor() ? views.host_owned(r.toTensor()) : r);
@@ -473,6 +498,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_to_sparse", torch::CppFunction::makeFromBoxedFunction<&dense_to_sparse>());
   m.impl("_to_sparse.sparse_dim", torch::CppFunction::makeFromBoxedFunction<&dense_to_sparse>());
+  // EmbeddingBag's backward: CPU's and CUDA's kernel, which composes ops and, with sparse=True, makes a COO gradient
+  // (the op path's synchronizing run would refuse a sparse result).
+  m.impl("_embedding_bag_backward", torch::CppFunction::makeFromBoxedFunction<&run_device_generic>());
   // Refused before the conversion runs, rather than after it (its result could not be an npu tensor).
   for (const char* name : {"_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse_compressed>());
