@@ -28,7 +28,9 @@ for _qualified in _torch._C._dispatch_get_all_op_names():
         globals().setdefault(_op, getattr(getattr(_torch.ops, _namespace), _op))
 del _qualified, _namespace, _op
 # torch_npu.atb: the ATB ops torch_npu exports under that module (npu_multi_head_latent_attention, ...).
-from . import atb  # noqa: E402,F401
+from softnpu import atb  # noqa: E402
+
+sys.modules["torch_npu.atb"] = atb
 
 # torch_npu's public names: erase_stream and the ops its build marks exposed (softnpu/exposed_api.py) that softnpu
 # registers; the other ops, Format and the format helpers are attributes only, as in torch_npu (which also lists
