@@ -345,6 +345,8 @@ if _sanitizer.npu_sanitizer.enabled:
         return x + 1
 
     print(my_step(torch.ones(4, device="npu")).sum().item())
+    compiled = torch.compile(lambda x: (x * 2).sin())
+    print(torch.allclose(compiled(torch.ones(4, device="npu")).cpu(), torch.ones(4).mul(2).sin()))
 """
 
 
@@ -385,6 +387,8 @@ def test_kernel_check_traces_each_op_with_its_stack(structure_cases):
     start = next(i for i, line in enumerate(lines) if line.endswith("====== Start acl operator aten::add.Tensor"))
     assert lines[start + 1].endswith("====== aten::add.Tensor python stack info:"), result.describe()
     assert any("in my_step" in line for line in lines[start + 1:]), result.describe()
+    # torch.compile's kernels are traced too.
+    assert "True" in lines and any("====== Start acl operator cpp_fused" in line for line in lines), result.describe()
     # The debug copy and its lock are removed at exit.
     assert not any(structure_cases["work"].iterdir())
 

@@ -6,7 +6,8 @@ a link to ASCEND_OPP_DEBUG_PATH's, points ASCEND_OPP_PATH at the copy and asks f
 prints each operator's start and, once it finished, the Python stack that launched it, so a debug kernel's report can
 be placed. The tree is prepared (and removed at exit) as on Ascend; softnpu's kernels are ATen's CPU kernels, not the
 operator package's binaries, so the debug kernels themselves are not run here: the check traces each npu op (its aten
-name) through ``KernelCheckDispatchMode``, which waits for the op's stream before reporting its end.
+name) through ``KernelCheckDispatchMode``, and each kernel torch.compile built (``traced_launch``), waiting for the
+op's stream before reporting its end.
 """
 
 import fcntl
@@ -14,6 +15,7 @@ import os
 import shutil
 import traceback
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -117,17 +119,32 @@ def _npu_device(args, kwargs) -> "int | None":
     return None
 
 
-class KernelCheckDispatchMode(TorchDispatchMode):
-    """Reports the start of every op on npu tensors and, once its stream has run it, its end (torch_npu.utils.
+def _traced(name: str, device: int, run: Callable[[], Any]) -> Any:
+    """Runs one op on the device, reporting its start and, once its stream has run it, its end (torch_npu.utils.
     _npu_trace's acl start/finish execution)."""
+    _npu_trace.NPUACLStartExecuteCallbacks.fire_callbacks(name)
+    result = run()
+    torch.npu.current_stream(device).synchronize()
+    _npu_trace.NPUACLFinishExecuteCallbacks.fire_callbacks(name)
+    return result
+
+
+def traced_launch(launch: Callable, kernel_name: str, device: int) -> Callable:
+    """The binding of a kernel torch.compile built, traced as an op."""
+    return lambda *args: _traced(kernel_name, device, lambda: launch(*args))
+
+
+class KernelCheckDispatchMode(TorchDispatchMode):
+    """Traces every op on npu tensors."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile still compiles under the check: its kernels are traced through traced_launch.
+        return True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         device = _npu_device(args, kwargs)
         if device is None:
             return func(*args, **kwargs)
-        _npu_trace.NPUACLStartExecuteCallbacks.fire_callbacks(func.name())
-        outputs = func(*args, **kwargs)
-        torch.npu.current_stream(device).synchronize()
-        _npu_trace.NPUACLFinishExecuteCallbacks.fire_callbacks(func.name())
-        return outputs
+        return _traced(func.name(), device, lambda: func(*args, **kwargs))

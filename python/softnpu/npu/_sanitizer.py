@@ -122,10 +122,13 @@ class NPUSanitizer:
 
 
 def compiled_kernel_launch(launch, kernel_name: str, device: int, argtypes):
-    """The binding of a kernel compiled by torch.compile (softnpu.inductor.launch), recorded by the stream check when it
-    is enabled: the kernel writes the tensors it takes as non-const pointers and reads those it takes as const."""
-    if not npu_sanitizer.enabled or npu_sanitizer.mode != SanitizerMode.STREAM:
+    """The binding of a kernel compiled by torch.compile (softnpu.inductor.launch), seen by the sanitizer when it is
+    enabled: the stream check records it as writing the tensors it takes as non-const pointers and reading those it
+    takes as const; the kernel check traces its start and end as an op's."""
+    if not npu_sanitizer.enabled:
         return launch
+    if npu_sanitizer.mode == SanitizerMode.KERNEL:
+        return kernel_check.traced_launch(launch, kernel_name, device)
     pointers = [t.strip().endswith("*") for t in argtypes]
     written = [p and not t.strip().startswith("const ") for p, t in zip(pointers, argtypes)]
     operator = f"compiled kernel {kernel_name}({', '.join(argtypes)})"
