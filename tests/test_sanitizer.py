@@ -327,6 +327,8 @@ s.enable()
 print(len(npu_trace.NPUEventWaitCallbacks.callback_list),
       npu_trace.NPUEventWaitCallbacks.callback_list[0][0].__self__ is s.event_handler)
 print(stream_check.NPUSanitizerDispatchMode(s.event_handler).args_handler is None)
+s.disable()
+print(s.enabled, s.dispatch is None, torch.utils._python_dispatch._get_current_dispatch_mode() is None)
 """
 
 # ASCEND_OPP_DEBUG_PATH: torch_npu's kernel check. The operator package is copied to ./opp_debug_path with the debug
@@ -376,8 +378,8 @@ def test_missing_record_stream_is_reported_when_the_tensor_is_freed(structure_ca
 
 def test_sanitizer_is_built_of_torch_npus_modules(structure_cases):
     result = structure_cases["structure"]
-    assert result.lines == ["True True True True True", "True ['handle_record_stream']", "1 True", "True"], \
-        result.describe()
+    assert result.lines == ["True True True True True", "True ['handle_record_stream']", "1 True", "True",
+                            "False True True"], result.describe()
 
 
 def test_kernel_check_traces_each_op_with_its_stack(structure_cases):

@@ -103,6 +103,7 @@ class NPUSanitizer:
         if not self.enabled:
             return
         self.dispatch.__exit__(None, None, None)
+        self.dispatch = None  # exited: __del__ must not pop another mode
         if self.mode == SanitizerMode.STREAM:
             npu_trace.queue_allocator_records(False)
         self.enabled = False
