@@ -12,11 +12,13 @@
 // row's log-sum-exp, which ATB yields for ring attention) and .lse_out, and the workspace query that graph capture
 // calls (_npu_multi_head_latent_attention_get_workspace.lse: no workspace is needed here).
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <string>
 
 #include "../common.h"
+#include "../gemm.h"
 
 TORCH_LIBRARY_FRAGMENT(atb, m) {
 #define MLA_ARGS                                                                                                  \
@@ -120,34 +122,53 @@ void check_lse(const at::Tensor& lse, const at::Tensor& qn) {
               lse.sizes());
 }
 
-// The attention, token by token, into output (and lse when defined).
+// The attention into output (and lse when defined): tokens in parallel on the compute threads, each thread copying
+// a token's cache blocks into float32 buffers it allocates once ([KV_N, tokens, D] per head, so each head's keys
+// are one matrix), then per key/value head the scores (two GEMMs), the softmax in place, the probabilities rounded
+// to the query's dtype, and the product with ctkv.
 void attend(const at::Tensor& qn, const at::Tensor& qr, const at::Tensor& ctkv, const at::Tensor& kr,
             const at::Tensor& block_tables, const std::vector<int64_t>& lens, int64_t heads, double scale,
             int64_t kv_heads, at::Tensor& output, at::Tensor* lse) {
   const int64_t block_size = ctkv.size(1), group = heads / kv_heads, dn = qn.size(2), dr = qr.size(2);
-  const at::Tensor table = block_tables.to(at::kLong);
-  for (int64_t i = 0; i < qn.size(0); ++i) {
-    const int64_t len = lens[i];
-    if (len == 0) {  // nothing to attend: zeros, and a log-sum-exp of -inf (no weight in a ring merge)
-      output[i].zero_();
-      if (lse) (*lse)[i].fill_(-std::numeric_limits<double>::infinity());
-      continue;
+  const at::Tensor table = block_tables.to(at::kLong).contiguous();
+  const auto rows = table.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < qn.size(0); ++i)  // checked here: an error inside the parallel region would be late
+    for (int64_t j = 0; j * block_size < lens[i]; ++j)
+      TORCH_CHECK(rows[i][j] >= 0 && rows[i][j] < ctkv.size(0), OP, ": block_tables[", i, "][", j, "] = ",
+                  rows[i][j], " is outside [0, ", ctkv.size(0), ")");
+  const int64_t max_len = table.size(1) * block_size;
+  const auto f32 = qn.options().dtype(at::kFloat);
+  at::parallel_for(0, qn.size(0), 1, [&](int64_t begin, int64_t end) {
+    at::Tensor c = at::empty({kv_heads, max_len, dn}, f32), k_rope = at::empty({kv_heads, max_len, dr}, f32);
+    at::Tensor scores = at::empty({group * max_len}, f32), out = at::empty({group, dn}, f32);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t len = lens[i];
+      if (len == 0) {  // nothing to attend: zeros, and a log-sum-exp of -inf (no weight in a ring merge)
+        output[i].zero_();
+        if (lse) (*lse)[i].fill_(-std::numeric_limits<double>::infinity());
+        continue;
+      }
+      for (int64_t j = 0; j * block_size < len; ++j) {
+        const int64_t n = std::min(block_size, len - j * block_size);
+        c.narrow(1, j * block_size, n).copy_(ctkv[rows[i][j]].narrow(0, 0, n).transpose(0, 1));
+        k_rope.narrow(1, j * block_size, n).copy_(kr[rows[i][j]].narrow(0, 0, n).transpose(0, 1));
+      }
+      const at::Tensor q_nope = qn[i].to(at::kFloat).view({kv_heads, group, dn});
+      const at::Tensor q_rope = qr[i].to(at::kFloat).view({kv_heads, group, dr});
+      const at::Tensor s = scores.narrow(0, 0, group * len).view({group, len});  // row-major, for the GEMMs
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        const at::Tensor ch = c[h].narrow(0, 0, len);
+        matmul_into(s, q_nope[h], ch.t());
+        s.addmm_(q_rope[h], k_rope[h].narrow(0, 0, len).t()).mul_(scale);
+        const at::Tensor max = s.amax(-1, /*keepdim=*/true);
+        const at::Tensor sum = s.sub_(max).exp_().sum(-1, /*keepdim=*/true);
+        if (lse) (*lse)[i].narrow(0, h * group, group).copy_(sum.log().add_(max));
+        s.div_(sum).copy_(s.to(qn.scalar_type()));  // the probabilities in the query's dtype, as ATB's second GEMM
+        matmul_into(out, s, ch);
+        output[i].narrow(0, h * group, group).copy_(out);
+      }
     }
-    const at::Tensor pos = at::arange(len, table.options());
-    const at::Tensor blocks = table[i].index_select(0, at::div(pos, block_size, "floor"));
-    TORCH_CHECK(blocks.min().item<int64_t>() >= 0 && blocks.max().item<int64_t>() < ctkv.size(0), OP,
-                ": block_tables[", i, "] names a block outside [0, ", ctkv.size(0), ")");
-    const at::Tensor slots = at::remainder(pos, block_size);
-    const at::Tensor c = ctkv.index({blocks, slots}).to(at::kFloat);  // [len, kv_heads, dn]: key part and value
-    const at::Tensor k_rope = kr.index({blocks, slots}).to(at::kFloat);  // [len, kv_heads, dr]
-    const at::Tensor q_nope = qn[i].to(at::kFloat).view({kv_heads, group, dn});
-    const at::Tensor q_rope = qr[i].to(at::kFloat).view({kv_heads, group, dr});
-    const at::Tensor scores =
-        (at::einsum("kgd,lkd->kgl", {q_nope, c}) + at::einsum("kgd,lkd->kgl", {q_rope, k_rope})) * scale;
-    const at::Tensor p = at::softmax(scores, -1).to(qn.scalar_type()).to(at::kFloat);
-    output[i].copy_(at::einsum("kgl,lkd->kgd", {p, c}).reshape({heads, dn}));
-    if (lse) (*lse)[i].copy_(at::logsumexp(scores, -1).reshape({heads, 1}));
-  }
+  });
 }
 
 // ------------------------------------------------------------------------------------------------ kernels
