@@ -9,7 +9,9 @@
 //     values' device memory, as the op path does for dense ops. A result whose shape is known without the data (dense
 //     results: sparse + dense, sparse @ dense) is preallocated and the launch is asynchronous; a sparse result's
 //     number of elements depends on the data, so those launches are sync points (counted, as the op path's): the host
-//     waits for the kernel and moves its result into device memory.
+//     waits for the kernel and moves its result into device memory. They are device kernels, not host fallbacks (as
+//     torch_npu's are kernels of the chip), so TORCH_NPU_FALLBACK_CPU_DISABLE leaves them be.
+// max() is torch_npu's own sparse op (op-plugin's: the maximum of the dense form); ATen has none.
 // Everything else on a sparse npu tensor (and the compressed layouts, CSR and its kin) raises NotImplementedError
 // naming the op, at the call.
 #include <ATen/core/dispatch/Dispatcher.h>
