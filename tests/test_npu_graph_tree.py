@@ -212,3 +212,29 @@ def test_compiled_training_through_the_trees_matches_eager(trees):
     for p, q in zip(module.parameters(), eager.parameters()):
         torch.testing.assert_close(p.cpu(), q.cpu())
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def expandable_segments():
+    torch.npu.memory._set_allocator_settings("expandable_segments:True")
+    yield
+    torch.npu.memory._set_allocator_settings("expandable_segments:False")
+
+
+def test_tree_pools_keep_whole_segments_under_expandable_segments(expandable_segments, trees):
+    # An expandable segment unmaps free pages as it grows, which a checkpoint cannot restore block by block: the
+    # trees' pools keep whole segments, and a new branch after a replay is recorded from a checkpoint as without.
+    f = _fn(lambda x: [x * 2 + 1], 1)
+    g = _fn(lambda y: [y.sin()], 1)
+    h = _fn(lambda y: [y.cos() * 3], 1)
+    for step in range(5):
+        torch.compiler.npugraph_mark_step_begin()
+        xs = torch.randn(8)
+        (a,) = f([xs.npu()])
+        (out,), want = (g([a]), (xs * 2 + 1).sin()) if step < 3 else (h([a]), (xs * 2 + 1).cos() * 3)
+        torch.testing.assert_close(out.cpu(), want)
+    manager = _graph_tree.get_manager(0)
+    assert manager.debug_checkpointing_counter == 1
+    pool = manager.npu_graphs_thread_pool
+    segments = [s for s in torch.npu.memory_snapshot() if s["segment_pool_id"] == pool]
+    assert segments and not any(s["is_expandable"] for s in segments)

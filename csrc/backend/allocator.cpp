@@ -97,6 +97,8 @@ struct PrivatePool {
   // MemPool(allocator=NPUPluggableAllocator): the pool's segments come from the user's functions (null: the runtime).
   const NPUCachingAllocator::PluggableAllocFn alloc;
   const NPUCachingAllocator::PluggableFreeFn free;
+  // A graph trees' pool (keep_whole_segments): whole segments even under expandable_segments:True.
+  bool whole_segments = false;
 };
 
 // expandable_segments:True: one address range per stream and pool, reserved from the runtime (as large as the device),
@@ -115,6 +117,8 @@ struct ExpandableSegment {
 // The alloc/free functions of a MemPool created with an allocator (nulls otherwise).
 std::pair<NPUCachingAllocator::PluggableAllocFn, NPUCachingAllocator::PluggableFreeFn> pool_allocator(
     c10::MempoolId_t id);
+// Whether the pool was marked by keep_whole_segments.
+bool pool_keeps_whole_segments(c10::MempoolId_t id);
 
 c10::MempoolId_t pool_id(const BlockPool& pool) { return pool.owner ? pool.owner->id : c10::MempoolId_t{0, 0}; }
 
@@ -211,7 +215,7 @@ class DeviceAllocatorState {
     BlockPool& pool = size <= kSmallSize ? (priv ? priv->small : small_) : (priv ? priv->large : large_);
     Block* block = no_memory_caching() ? nullptr : find_free(pool, size, stream);
     if (!block) {
-      block = allocator_config().expandable_segments && !no_memory_caching() && !(priv && priv->alloc)
+      block = allocator_config().expandable_segments && !no_memory_caching() && !(priv && (priv->alloc || priv->whole_segments))
                   ? expand(pool, size, stream, orig_size, lock)
                   : new_segment(pool, size, stream, orig_size, lock);
     }
@@ -535,6 +539,7 @@ class DeviceAllocatorState {
       if (!p) {
         const auto [alloc, free] = pool_allocator(it->pool);
         p = std::make_unique<PrivatePool>(it->pool, alloc, free);
+        p->whole_segments = pool_keeps_whole_segments(it->pool);
       }
       return p.get();
     }
@@ -1159,6 +1164,13 @@ c10::CaptureId_t g_next_pool_uid = 1;
 std::mutex g_raw_mutex;
 std::unordered_map<void*, c10::DataPtr> g_raw_allocations;  // caching_allocator_alloc's blocks
 
+std::set<c10::MempoolId_t> g_whole_segment_pools;  // keep_whole_segments' pools
+
+bool pool_keeps_whole_segments(c10::MempoolId_t id) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  return g_whole_segment_pools.count(id) > 0;
+}
+
 std::pair<NPUCachingAllocator::PluggableAllocFn, NPUCachingAllocator::PluggableFreeFn> pool_allocator(
     c10::MempoolId_t id) {
   std::lock_guard<std::mutex> g(g_pools_mutex);
@@ -1351,6 +1363,7 @@ void NPUCachingAllocator::release_pool(c10::MempoolId_t pool) {
     if (it == g_pool_refs.end() || --it->second > 0) return;
     g_pool_refs.erase(it);
     g_pool_allocators.erase(pool);
+    g_whole_segment_pools.erase(pool);
   }
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) state(d).release_pool(pool);
 }
@@ -1457,6 +1470,11 @@ void NPUCachingAllocator::restore_pool_checkpoint(const PoolCheckpoint& checkpoi
   }
   std::lock_guard<std::mutex> g(g_raw_mutex);
   for (auto& [ptr, block] : by_ptr) g_raw_allocations.emplace(ptr, c10::DataPtr(ptr, block, &free_block, device));
+}
+
+void NPUCachingAllocator::keep_whole_segments(c10::MempoolId_t pool) {
+  std::lock_guard<std::mutex> g(g_pools_mutex);
+  g_whole_segment_pools.insert(pool);
 }
 
 bool NPUCachingAllocator::pool_live_allocations_are(c10::DeviceIndex device, c10::MempoolId_t pool,

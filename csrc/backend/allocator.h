@@ -140,6 +140,10 @@ class NPUCachingAllocator final : public c10::DeviceAllocator {
   // restored block owns that block from now on; the other restored blocks are raw allocations (raw_delete frees them).
   void restore_pool_checkpoint(const PoolCheckpoint& checkpoint, const std::vector<c10::StorageImpl*>& stale,
                                const std::vector<c10::StorageImpl*>& live);
+  // The pool's segments stay whole under expandable_segments:True, so that its checkpoints restore block by block (an
+  // expandable segment's free pages are unmapped as it grows, which a checkpoint's blocks cannot follow). Before its
+  // first allocation; graph trees mark their pools when they first allocate to them.
+  void keep_whole_segments(c10::MempoolId_t pool);
   // Whether the pool's allocated blocks on the device are exactly those at `ptrs`.
   bool pool_live_allocations_are(c10::DeviceIndex device, c10::MempoolId_t pool, const std::set<void*>& ptrs);
   // torch._C._has_Standard_Deleter / _free_And_Remove_DeleterFn for npu storages (this allocator's DataPtrs carry

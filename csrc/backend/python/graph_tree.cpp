@@ -33,8 +33,10 @@ std::vector<c10::StorageImpl*> storages_of(const std::vector<uintptr_t>& cdata) 
 void register_graph_tree_bindings(py::module_& m) {
   auto* alloc = NPUCachingAllocator::get();
   // The calling thread's allocations on the device come from the pool (created on first use) until endAllocateToPool;
-  // the pool holds one more reference until releasePool.
+  // the pool holds one more reference until releasePool. Graph trees checkpoint the pools they allocate to this way:
+  // their segments stay whole.
   m.def("_npu_beginAllocateCurrentThreadToPool", [alloc](int device, const py::tuple& pool) {
+    alloc->keep_whole_segments(pool_of(pool));
     alloc->retain_pool(pool_of(pool));
     alloc->begin_allocate_to_pool(static_cast<c10::DeviceIndex>(device), pool_of(pool));
   });
