@@ -238,3 +238,14 @@ def test_tree_pools_keep_whole_segments_under_expandable_segments(expandable_seg
     pool = manager.npu_graphs_thread_pool
     segments = [s for s in torch.npu.memory_snapshot() if s["segment_pool_id"] == pool]
     assert segments and not any(s["is_expandable"] for s in segments)
+
+
+def test_inductors_runtime_finds_the_npu_trees_manager(trees):
+    # output_code.maybe_handle_backward_generation asks torch._inductor.cudagraph_trees.get_manager(device index) for
+    # the forward's manager when the backward is left ungraphed: without CUDA, that is npu's.
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: (x * 2).sin(), mode="reduce-overhead")
+    for _ in range(3):
+        compiled(torch.randn(8, device="npu"))
+    assert torch._inductor.cudagraph_trees.get_manager(0, create_if_none_exists=False) is _graph_tree.get_manager(0)
+    torch._dynamo.reset()

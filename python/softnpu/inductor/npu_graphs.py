@@ -2,7 +2,7 @@
 (``softnpu/npu/_graph_tree.py``, torch_npu.npu._graph_tree), as Inductor wraps CUDA's in its CUDA graph trees.
 
 Inductor 2.13 wraps a compiled graph (forward, backward, inference) through ``config.cudagraph_policy`` when the mode
-asks for graphs; its own wrapping (``compile_fx.cudagraphify``) calls CUDA's trees. Two things are made to hold for
+asks for graphs; its own wrapping (``compile_fx.cudagraphify``) calls CUDA's trees. Three things are made to hold for
 npu:
 
 - ``cudagraph_utils.check_multiple_devices_or_any_cpu_nodes`` refuses graphs unless the graph's one device is
@@ -10,6 +10,8 @@ npu:
 - ``config.cudagraph_policy`` is an ``NpuGraphPolicy``: a compiled graph with npu inputs is wrapped as
   ``compile_fx.cudagraphify`` wraps CUDA's, through ``npugraphify_impl`` (its tree function made at the first call,
   once per thread, under the caller's RNG state); other graphs go to Inductor's own wrapping.
+- Inductor's runtime finds a device's tree manager through ``cudagraph_trees.get_manager(index)``; without CUDA,
+  that is the NPU graph trees' (as torch_npu makes it).
 
 So reduce-overhead has CUDA graph trees' contract: the first call of a function warms it up in the tree's memory pool,
 the next records; the graphs of a step (forward, backward, graphs across graph breaks) share one pool, each recorded
@@ -43,7 +45,15 @@ def _check_devices_npu(device_node_mapping: dict) -> str | None:
 
 
 def _tree_wrapped(model: Callable, static_input_idxs: Sequence[int], **kwargs: Any) -> Callable:
-    from ..npu._graph_tree import npugraphify_impl
+    import torch._inductor.cudagraph_trees as cuda_trees
+
+    from ..npu._graph_tree import get_manager, npugraphify_impl
+
+    if not torch.cuda.is_available():
+        # Inductor's runtime reaches the trees' manager of a device by its index alone (a backward left ungraphed
+        # tells the forward's manager that the backward runs: output_code.maybe_handle_backward_generation). Without
+        # CUDA, every graphed device is npu: those are the NPU graph trees' managers (as torch_npu makes them).
+        cuda_trees.get_manager = get_manager
 
     compile_id = torch._guards.CompileContext.current_compile_id()
     thread_local = threading.local()
@@ -75,3 +85,4 @@ def apply() -> None:
     cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = _check_devices_npu
     if inductor_config.cudagraph_policy is None:
         inductor_config.cudagraph_policy = NpuGraphPolicy()
+
