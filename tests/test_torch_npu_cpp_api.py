@@ -433,3 +433,29 @@ def test_generator_is_torch_npus_interface(api_calls):
 
 def test_registered_hooks_are_npu_hooks_interface(api_calls):
     assert api_calls.hooks() == {"is_npu_hooks": True, "same_generator": True, "available": True}
+
+
+def test_process_group_hccl_batch_isend_irecv(api_calls, tmp_path):
+    """Two ranks exchange tensors through c10d_npu::ProcessGroupHCCL::batch_isend_irecv (one Work for the batch),
+    the backend of their process group reached from C++ as on torch_npu."""
+    from conftest import start_python
+
+    code = """
+        import importlib.util, sys, torch, torch_npu
+        import torch.distributed as dist
+        spec = importlib.util.spec_from_file_location("t", {test!r})
+        t = importlib.util.module_from_spec(spec); spec.loader.exec_module(t)
+        calls = t.load_api_calls()
+        rank = {rank}
+        dist.init_process_group("hccl", init_method="file://{store}", rank=rank, world_size=2)
+        backend = dist.group.WORLD._get_backend(torch.device("npu"))
+        out, into = torch.full((4,), float(rank + 1), device="npu"), torch.zeros(4, device="npu")
+        calls.batch_isend_irecv(backend, out, into, 1 - rank)
+        print(into.cpu().tolist())
+        dist.barrier()
+        dist.destroy_process_group()
+    """
+    children = [start_python(code.format(test=__file__, rank=rank, store=tmp_path / "store")) for rank in range(2)]
+    results = [child.wait() for child in children]
+    assert results[0].lines[-1] == "[2.0, 2.0, 2.0, 2.0]", results[0].describe()
+    assert results[1].lines[-1] == "[1.0, 1.0, 1.0, 1.0]", results[1].describe()

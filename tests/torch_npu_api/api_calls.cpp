@@ -18,6 +18,7 @@
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
 #include "torch_npu/csrc/core/npu/NPUHooksInterface.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/distributed/ProcessGroupHCCL.hpp"
 #include "torch_npu/csrc/framework/OpCommand.h"
 #include "torch_npu/csrc/libs/init_npu.h"
 
@@ -227,6 +228,17 @@ py::dict hooks() {
   return out;
 }
 
+// torch_npu's batched point-to-point on the process group's hccl backend: send `out` to and receive `in` from peer.
+void batch_isend_irecv(py::object backend_obj, at::Tensor out, at::Tensor in, int64_t peer) {
+  const auto backend = backend_obj.cast<c10::intrusive_ptr<c10d::Backend>>();
+  auto* hccl = dynamic_cast<c10d_npu::ProcessGroupHCCL*>(backend.get());
+  TORCH_CHECK(hccl != nullptr, "the backend is not a c10d_npu::ProcessGroupHCCL");
+  std::vector<std::string> ops{"isend", "irecv"};
+  std::vector<at::Tensor> tensors{out, in};
+  py::gil_scoped_release release;
+  hccl->batch_isend_irecv(ops, tensors, {peer, peer})->wait();
+}
+
 std::atomic<int64_t> g_segment_allocs{0};
 std::atomic<int64_t> g_segment_frees{0};
 std::atomic<int64_t> g_allocs{0};
@@ -276,6 +288,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("op_command_inputs", &op_command_inputs);
   m.def("generator", &generator);
   m.def("hooks", &hooks);
+  m.def("batch_isend_irecv", &batch_isend_irecv);
   m.def("attach_trace_tracker", &attach_trace_tracker);
   m.def("trace_counts", &trace_counts);
   m.def("acl_malloc_align32", &acl_malloc_align32);

@@ -10,6 +10,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/irange.h>
 
 #include <signal.h>
 #include <unistd.h>
@@ -292,7 +293,8 @@ class Staging {
 };
 
 ProcessGroupHCCL::ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout)
-    : Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)), timeout_ms_(timeout.count()) {
+    : c10d_npu::ProcessGroupHCCL(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)),
+      timeout_ms_(timeout.count()) {
   init();
 }
 
@@ -577,6 +579,52 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
   Staging s(c10d::OpType::BARRIER, "hccl:barrier");
   return run(s, [&](c10d::Backend& gloo) { return gloo.barrier(opts); });
+}
+
+namespace {
+
+// The Work of a batch: complete when each of its operations' Works is; waiting waits for each.
+class BatchWork final : public c10d::Work {
+ public:
+  explicit BatchWork(std::vector<c10::intrusive_ptr<c10d::Work>> works)
+      : c10d::Work(-1, c10d::OpType::UNKNOWN), works_(std::move(works)) {}
+
+  bool isCompleted() override {
+    for (const auto& work : works_) {
+      if (!work->isCompleted()) return false;
+    }
+    return true;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (const auto& work : works_) work->wait(timeout);
+    return true;
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+};
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::batch_isend_irecv(std::vector<std::string>& op_type,
+                                                                   std::vector<at::Tensor>& tensors,
+                                                                   std::vector<int64_t> remote_rank_list) {
+  TORCH_CHECK(op_type.size() == tensors.size() && tensors.size() == remote_rank_list.size(),
+              "batch_isend_irecv: op_type, tensors and remote_rank_list must have the same length, got ",
+              op_type.size(), ", ", tensors.size(), " and ", remote_rank_list.size());
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (const auto i : c10::irange(tensors.size())) {
+    std::vector<at::Tensor> one{tensors[i]};
+    const int peer = static_cast<int>(remote_rank_list[i]);
+    if (op_type[i] == "isend") {
+      works.push_back(send(one, peer, 0));
+    } else if (op_type[i] == "irecv") {
+      works.push_back(recv(one, peer, 0));
+    } else {
+      TORCH_CHECK(false, "batch_isend_irecv: op_type must be \"isend\" or \"irecv\", got \"", op_type[i], "\"");
+    }
+  }
+  return c10::make_intrusive<BatchWork>(std::move(works));
 }
 
 }  // namespace softnpu

@@ -26,12 +26,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "torch_npu/csrc/distributed/ProcessGroupHCCL.hpp"
+
 namespace softnpu {
 
 class Staging;
 class WorkHCCL;
 
-class ProcessGroupHCCL final : public c10d::Backend {
+// torch_npu's c10d_npu::ProcessGroupHCCL, so extensions reach it through torch_npu's header.
+class ProcessGroupHCCL final : public c10d_npu::ProcessGroupHCCL {
  public:
   // `gloo` is a ProcessGroupGloo of the same group (same rank and size), created with `timeout`.
   ProcessGroupHCCL(c10::intrusive_ptr<c10d::Backend> gloo, std::chrono::milliseconds timeout);
@@ -89,6 +92,9 @@ class ProcessGroupHCCL final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // torch_npu's batched isend/irecv: each operation as send / recv above, one Work for all.
+  c10::intrusive_ptr<c10d::Work> batch_isend_irecv(std::vector<std::string>& op_type, std::vector<at::Tensor>& tensors,
+                                                   std::vector<int64_t> remote_rank_list) override;
   // Gloo's: a barrier over the store-connected Gloo context that names the ranks that did not arrive in time. No
   // npu work is involved, so nothing is staged.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
