@@ -459,3 +459,19 @@ def test_process_group_hccl_batch_isend_irecv(api_calls, tmp_path):
     results = [child.wait() for child in children]
     assert results[0].lines[-1] == "[2.0, 2.0, 2.0, 2.0]", results[0].describe()
     assert results[1].lines[-1] == "[1.0, 1.0, 1.0, 1.0]", results[1].describe()
+
+
+def test_npu_dropout_gen_mask(api_calls):
+    """op-plugin's npu_dropout_gen_mask: uint8 keep bits (least significant first) padded to 128 elements; p=0 keeps
+    every element's byte whole (torch_npu's reference); the fraction kept is 1 - p; (seed, offset) fix the mask."""
+    x = torch.randn(17, 19).npu()  # 323 elements: 41 bytes of bits, 48 bytes in all
+    full = api_calls.dropout_gen_mask(x, [17, 19], 0.0, 1, 0).cpu()
+    assert full.dtype == torch.uint8 and full.shape == (48,)
+    assert full[:41].eq(255).all() and full[41:].eq(0).all()
+    big = torch.empty(256, 1024).npu()
+    mask = api_calls.dropout_gen_mask(big, [256, 1024], 0.4, 7, 0).cpu()
+    kept = torch.stack([(mask >> i) & 1 for i in range(8)]).float().mean().item()
+    assert abs(kept - 0.6) < 0.01
+    assert torch.equal(mask, api_calls.dropout_gen_mask(big, [256, 1024], 0.4, 7, 0).cpu())
+    assert not torch.equal(mask, api_calls.dropout_gen_mask(big, [256, 1024], 0.4, 7, 4).cpu())
+    assert not torch.equal(mask, api_calls.dropout_gen_mask(big, [256, 1024], 0.4, 8, 0).cpu())

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "third_party/acl/inc/acl/acl.h"
+#include "third_party/op-plugin/op_plugin/include/ops.h"
 #include "torch_npu/csrc/aten/NPUGeneratorImpl.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/core/npu/NPUEvent.h"
@@ -239,6 +240,10 @@ void batch_isend_irecv(py::object backend_obj, at::Tensor out, at::Tensor in, in
   hccl->batch_isend_irecv(ops, tensors, {peer, peer})->wait();
 }
 
+at::Tensor dropout_gen_mask(at::Tensor self, std::vector<int64_t> size, double p, int64_t seed, int64_t offset) {
+  return at_npu::native::npu_dropout_gen_mask(self, size, p, seed, offset, false, false);
+}
+
 std::atomic<int64_t> g_segment_allocs{0};
 std::atomic<int64_t> g_segment_frees{0};
 std::atomic<int64_t> g_allocs{0};
@@ -288,6 +293,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("op_command_inputs", &op_command_inputs);
   m.def("generator", &generator);
   m.def("hooks", &hooks);
+  m.def("dropout_gen_mask", &dropout_gen_mask);
   m.def("batch_isend_irecv", &batch_isend_irecv);
   m.def("attach_trace_tracker", &attach_trace_tracker);
   m.def("trace_counts", &trace_counts);
