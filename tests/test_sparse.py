@@ -192,6 +192,27 @@ def test_sparse_embedding_bag_gradient_equals_the_cpu():
     torch.testing.assert_close(grads[1], grads[0])
 
 
+def test_in_place_sum_into_a_tensor_the_kernel_also_reads():
+    # add_ runs add.out(self, other, out=self): the kernel resizes the parts of the tensor it reads (sparse_dim 0).
+    values = torch.randn(1, 4, 3)
+    x, y = (torch.sparse_coo_tensor(torch.zeros(0, 1, dtype=torch.long), v, (4, 3)) for v in (values, values * 2))
+    expected = y.clone().add_(x)
+    got = y.npu()
+    got.add_(x.npu())
+    torch.testing.assert_close(got.cpu().to_dense(), expected.to_dense())
+
+
+def test_invariant_checks_of_npu_parts():
+    s = coo().coalesce()
+    with torch.sparse.check_sparse_tensor_invariants():
+        made = torch.sparse_coo_tensor(s._indices().npu(), s._values().npu(), s.shape, is_coalesced=True)
+        assert made.is_coalesced() and torch.equal(made.to_dense().cpu(), s.to_dense())
+        broadcast = torch._sparse_broadcast_to(made.unsqueeze(0), (2, 4, 5))
+        assert torch.equal(broadcast.to_dense().cpu(), s.to_dense().expand(2, 4, 5))
+        with pytest.raises(RuntimeError, match="cannot set is_coalesced to true if indices correspond to uncoalesced"):
+            torch.sparse_coo_tensor(coo()._indices().npu(), coo()._values().npu(), (4, 5), is_coalesced=True)
+
+
 def test_sparse_tensors_are_made_on_their_tensors_device():
     dense = torch.tensor([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]], device="npu:1")
     with torch.npu.device(0):

@@ -19,7 +19,9 @@
 #include <ATen/native/SparseTensorUtils.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
+#include <ATen/native/DispatchStub.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -42,6 +44,14 @@
 #include "backend/sync_debug.h"
 #include "common/kernel_threads.h"
 #include "softnpu/runtime.h"
+
+// ATen's linear index of COO indices (native/sparse/FlattenIndicesCommon.h, not among the installed headers): a
+// DispatchStub with CPU and CUDA kernels, which ATen's own functions call directly (the invariant checks of
+// sparse_coo_tensor, through no op npu could take over). npu registers its own below.
+namespace at::native {
+using flatten_indices_fn = at::Tensor (*)(const at::Tensor& indices, c10::IntArrayRef size);
+DECLARE_DISPATCH(flatten_indices_fn, flatten_indices_stub)
+}  // namespace at::native
 
 namespace softnpu {
 
@@ -78,6 +88,18 @@ void run_generic(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::SparseCPU), stack);
 }
 
+// Each nonzero's position in the row-major order of the sparse dims, from npu ops on the indices (asynchronous).
+at::Tensor flatten_indices_npu(const at::Tensor& indices, c10::IntArrayRef size) {
+  const int64_t sparse_dim = indices.size(0);
+  at::Tensor flat = at::zeros({indices.size(1)}, indices.options().dtype(c10::kLong));
+  int64_t stride = 1;
+  for (int64_t d = sparse_dim - 1; d >= 0; --d) {
+    flat.add_(indices.select(0, d), stride);
+    stride *= size[d];
+  }
+  return flat;
+}
+
 // max() of a sparse tensor: torch_npu's (op-plugin's sparse max), the maximum of its dense form, implicit zeros
 // included. ATen has no sparse kernel of it.
 at::Tensor max_of_dense_form(const at::Tensor& self) { return self.to_dense().max(); }
@@ -109,6 +131,7 @@ struct Operand {
   const void* identity = nullptr;  // the host's TensorImpl: one host tensor is one CPU tensor (sspaddmm's self is out)
   bool sparse = false;
   bool written = false;
+  bool own_parts = false;  // sparse, and the kernel writes it (as this argument or another one: add_'s self is out)
   TensorRef dense;  // strided (device memory, or a 0-dim CPU tensor by value)
   TensorRef indices, values;
   c10::SmallVector<int64_t, 5> sizes;
@@ -166,8 +189,14 @@ class Views {
       if (identity == o.identity) return tensor;
     at::Tensor t;
     if (o.sparse) {
-      const at::Tensor values = strided(o.values);
-      t = at::_sparse_coo_tensor_with_dims_and_tensors(o.sparse_dim, o.dense_dim, o.sizes, strided(o.indices), values,
+      // A sparse tensor the kernel writes gets parts of its own, which the kernel may resize (device memory cannot
+      // grow under it); the host adopts them once the kernel has run.
+      at::Tensor indices = strided(o.indices), values = strided(o.values);
+      if (o.own_parts) {
+        indices = indices.clone();
+        values = values.clone();
+      }
+      t = at::_sparse_coo_tensor_with_dims_and_tensors(o.sparse_dim, o.dense_dim, o.sizes, indices, values,
                                                        values.options().layout(c10::kSparse), o.coalesced);
     } else {
       t = strided(o.dense);
@@ -435,6 +464,10 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     k->operands.push_back(std::move(o));
     k->stack.emplace_back();
   }
+  for (auto& o : k->operands) {
+    for (const auto& w : k->operands)
+      o.own_parts = o.own_parts || (o.sparse && w.written && w.identity == o.identity && o.identity != nullptr);
+  }
 
   const c10::Device npu(kNPU, device);
   c10::SmallVector<c10::IValue, 2> fresh(aliases.size());
@@ -488,6 +521,14 @@ void run_device_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+}  // namespace softnpu
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(flatten_indices_stub, &softnpu::flatten_indices_npu)
+}  // namespace at::native
+
+namespace softnpu {
+
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("max", TORCH_FN(max_of_dense_form));
 #define SPARSE_GENERIC_OP(name) m.impl(#name, torch::CppFunction::makeFromBoxedFunction<&run_generic>());
@@ -503,6 +544,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // EmbeddingBag's backward: CPU's and CUDA's kernel, which composes ops and, with sparse=True, makes a COO gradient
   // (the op path's synchronizing run would refuse a sparse result).
   m.impl("_embedding_bag_backward", torch::CppFunction::makeFromBoxedFunction<&run_device_generic>());
+  // The invariant checks of a COO tensor made from npu parts (torch.sparse.check_sparse_tensor_invariants): they
+  // read the indices (bounds; coalescedness through a CPU/CUDA-only DispatchStub), so the CPU's composite runs as a
+  // launch on the stream, a sync point raising at the call.
+  m.impl("_validate_sparse_coo_tensor_args", torch::CppFunction::makeFromBoxedFunction<&run_device_op>());
   // Refused before the conversion runs, rather than after it (its result could not be an npu tensor).
   for (const char* name : {"_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&refuse_compressed>());
