@@ -60,10 +60,11 @@ namespace {
 constexpr c10::DeviceType kNPU = c10::DeviceType::PrivateUse1;
 
 void refuse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  // ATen's wording for an op without a kernel for the backend (as for SparseCPU, SparseCUDA), then what to do.
   TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.operator_name(),
-                              "' with sparse tensors on npu: npu has no kernel of this op for sparse COO tensors "
-                              "(the compressed layouts, CSR and its kin, are not supported at all). Make the tensor "
-                              "dense (tensor.to_dense()) or run the op on the CPU.");
+                              "' with arguments from the 'SparseNPU' backend: npu has no kernel of this op for sparse "
+                              "COO tensors (and no compressed layouts, CSR and its kin, at all). Make the tensor dense "
+                              "(tensor.to_dense()) or run the op on the CPU.");
 }
 
 void refuse_compressed(const c10::OperatorHandle& op, torch::jit::Stack*) {
