@@ -7,6 +7,8 @@ import os
 import re
 
 TOOLKIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ascend-toolkit", "latest")
+# The driver's version.info, beside the toolkit as on Ascend (/usr/local/Ascend/driver beside ascend-toolkit).
+DRIVER_VERSION_INFO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "driver", "version.info")
 # The variables setup_environment set (the user did not): `softnpu report` shows them as defaults.
 SET_AT_IMPORT: set[str] = set()
 
@@ -45,4 +47,16 @@ def get_cann_version() -> str:
                     for line in f:
                         if line.startswith("version="):
                             return line.strip().split("=", 1)[1]
+    return "not known"
+
+
+def get_driver_version() -> str:
+    """The Version= of softnpu's driver/version.info (the release npu-smi presents), "not known" without one."""
+    try:
+        with open(DRIVER_VERSION_INFO) as f:
+            for line in f:
+                if line.startswith("Version="):
+                    return line.strip().split("=", 1)[1]
+    except OSError:
+        pass
     return "not known"

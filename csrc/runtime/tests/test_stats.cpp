@@ -373,7 +373,7 @@ TEST(NpuSmi, TableShowsDevicesAndProcesses) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Ascend's 910B table, line for line as its npu-smi prints it.
   for (const char* line : {
-           "| npu-smi 25.3.rc1                 Version: 25.3.rc1               softnpu ",
+           "| npu-smi 25.5.0                   Version: 25.5.0                 softnpu ",
            "+---------------------------+---------------+----------------------------------------------------+\n"
            "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
            "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"

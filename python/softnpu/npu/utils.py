@@ -8,6 +8,7 @@ import torch
 
 from .. import _C
 from ..cann import get_cann_version as _toolkit_version
+from ..cann import get_driver_version as _driver_version
 from .ascend import (  # noqa: F401
     clear_npu_overflow_flag,
     finalize_dump,
@@ -39,16 +40,15 @@ from .streams import StreamContext, current_stream, default_stream, set_stream, 
 from .sync_debug import get_sync_debug_mode, set_sync_debug_mode  # noqa: F401
 
 # CANN's components as torch_npu names them. All but the driver are softnpu's CANN toolkit tree (one version); the
-# driver is softnpu's runtime, whose version npu-smi prints (csrc/tools/npu-smi/CMakeLists.txt).
+# driver is softnpu's runtime, whose version npu-smi prints (softnpu/driver/version.info, see csrc/ascend).
 _CANN_MODULES = ("CANN", "RUNTIME", "COMPILER", "HCCL", "TOOLKIT", "OPP", "OPP_KERNEL", "DRIVER")
-_DRIVER_VERSION = "25.3.rc1"
 
 
 def get_cann_version(module: str = "CANN") -> str:
     """The version of a CANN component (torch_npu's module names: CANN, RUNTIME, ..., DRIVER)."""
     if module not in _CANN_MODULES:
         raise RuntimeError(f"module should be in {list(_CANN_MODULES)}, but got {module}")
-    return _DRIVER_VERSION if module == "DRIVER" else _toolkit_version()
+    return _driver_version() if module == "DRIVER" else _toolkit_version()
 
 
 def _version_key(version: str) -> tuple:
