@@ -7,42 +7,12 @@
 
 #include "backend/device.h"
 #include "backend/env.h"
+#include "backend/expandable_host_allocator.h"
 #include "backend/npu_error.h"
 
 namespace softnpu {
 
 namespace {
-
-// An owned runtime event, as the generic allocator keeps them in containers.
-class PinnedUseEvent {
- public:
-  explicit PinnedUseEvent(const NPUStream& stream) {
-    NPU_CHECK(snpuEventCreate(&event_, snpuEventDisableTiming));
-    // A free (a deleter: it must not throw) during a capture an earlier call invalidated: that capture's work will
-    // never run, so the block waits for nothing.
-    const snpuError_t err = snpuEventRecord(event_, stream.handle());
-    if (err != snpuErrorStreamCaptureInvalidated) NPU_CHECK(err);
-  }
-  PinnedUseEvent(PinnedUseEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-  PinnedUseEvent& operator=(PinnedUseEvent&& o) noexcept {
-    std::swap(event_, o.event_);
-    return *this;
-  }
-  PinnedUseEvent(const PinnedUseEvent&) = delete;
-  PinnedUseEvent& operator=(const PinnedUseEvent&) = delete;
-  ~PinnedUseEvent() {
-    if (event_) snpuEventDestroy(event_);
-  }
-  bool query() const {
-    const snpuError_t err = snpuEventQuery(event_);
-    if (err == snpuErrorNotReady) return false;
-    NPU_CHECK(err);
-    return true;
-  }
-
- private:
-  snpuEvent_t event_ = nullptr;
-};
 
 struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stream, PinnedUseEvent> {
   // In a bad fork, as the device allocator: the pools and their locks are the parent's.
@@ -99,7 +69,38 @@ struct PinnedAllocatorImpl final : public at::CachingHostAllocatorImpl<c10::Stre
   size_t pinned_max_cached_size() const override { return allocator_config().pinned_max_cached_size; }
 };
 
-DECLARE_HOST_ALLOCATOR(NPUPinnedAllocator, PinnedAllocatorImpl, free_pinned, g_pinned_allocator)
+void free_pinned(void* ctx);
+
+// The caching allocator, or the expandable one under pin_memory_expandable_segments (which the configuration in
+// force fixes for the process: it is not a run-time key).
+struct NPUPinnedAllocator final : public at::CachingHostAllocatorInterface<PinnedAllocatorImpl, free_pinned> {
+  at::DataPtr allocate(size_t size) override {
+    return expandable_host::enabled() ? expandable_host::allocate(size) : CachingHostAllocatorInterface::allocate(size);
+  }
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    return expandable_host::record_use(ptr, NPUStream(stream)) ||
+           CachingHostAllocatorInterface::record_event(ptr, ctx, stream);
+  }
+  void empty_cache() override {
+    if (expandable_host::enabled()) expandable_host::empty_cache();
+    CachingHostAllocatorInterface::empty_cache();
+  }
+  at::HostStats get_stats() override {
+    return expandable_host::enabled() ? expandable_host::stats() : CachingHostAllocatorInterface::get_stats();
+  }
+  void reset_accumulated_stats() override {
+    if (expandable_host::enabled()) expandable_host::reset_accumulated_stats();
+    CachingHostAllocatorInterface::reset_accumulated_stats();
+  }
+  void reset_peak_stats() override {
+    if (expandable_host::enabled()) expandable_host::reset_peak_stats();
+    CachingHostAllocatorInterface::reset_peak_stats();
+  }
+};
+
+NPUPinnedAllocator g_pinned_allocator;
+
+void free_pinned(void* ctx) { g_pinned_allocator.free(ctx); }
 
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &g_pinned_allocator)
 

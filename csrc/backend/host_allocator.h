@@ -5,9 +5,44 @@
 
 #include <c10/core/Allocator.h>
 
+#include <utility>
+
+#include "backend/npu_error.h"
 #include "backend/stream.h"
 
 namespace softnpu {
+
+// A use of a pinned block by a stream's queued work: an owned runtime event recorded on the stream, as the
+// allocators keep them in containers.
+class PinnedUseEvent {
+ public:
+  explicit PinnedUseEvent(const NPUStream& stream) {
+    NPU_CHECK(snpuEventCreate(&event_, snpuEventDisableTiming));
+    // A free (a deleter: it must not throw) during a capture an earlier call invalidated: that capture's work will
+    // never run, so the block waits for nothing.
+    const snpuError_t err = snpuEventRecord(event_, stream.handle());
+    if (err != snpuErrorStreamCaptureInvalidated) NPU_CHECK(err);
+  }
+  PinnedUseEvent(PinnedUseEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  PinnedUseEvent& operator=(PinnedUseEvent&& o) noexcept {
+    std::swap(event_, o.event_);
+    return *this;
+  }
+  PinnedUseEvent(const PinnedUseEvent&) = delete;
+  PinnedUseEvent& operator=(const PinnedUseEvent&) = delete;
+  ~PinnedUseEvent() {
+    if (event_) snpuEventDestroy(event_);
+  }
+  bool query() const {
+    const snpuError_t err = snpuEventQuery(event_);
+    if (err == snpuErrorNotReady) return false;
+    NPU_CHECK(err);
+    return true;
+  }
+
+ private:
+  snpuEvent_t event_ = nullptr;
+};
 
 c10::Allocator* pinned_allocator();
 
