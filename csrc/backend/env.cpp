@@ -180,6 +180,12 @@ void parse_allocator_config(const std::string& text, AllocatorConfig& cfg, bool 
   }
   if (cfg.max_split_size != SIZE_MAX && cfg.max_split_size < cfg.large_segment_size)
     bad("max_split_size_mb is below large_segment_size_mb");
+  // The expandable pinned allocator neither rounds nor caps its cache (torch_npu's warning, once).
+  if (cfg.pin_memory_expandable_segments &&
+      (cfg.pinned_max_round_threshold != SIZE_MAX || cfg.pinned_max_cached_size != SIZE_MAX))
+    TORCH_WARN_ONCE("`pinned_max_round_threshold_mb` and `pinned_max_cached_size_mb` do not take effect when "
+                    "`pin_memory_expandable_segments` is enabled. To use these options, set "
+                    "`pin_memory_expandable_segments` to `False`.");
 }
 
 const char* kAllocConfSyntax =
@@ -188,7 +194,7 @@ const char* kAllocConfSyntax =
     "to 64) or [MiB:N,...,>:N] (increasing powers of 2, N 0 or a power of 2 up to 64), expandable_segments:B, "
     "segment_size_mb:N (N >= 1), large_segment_size_mb:N (N >= 10), per_process_memory_fraction:F (0 < F <= 1), "
     "throw_on_npumalloc_oom:B, pinned_use_background_threads:B (B True or False), pinned_max_round_threshold_mb:N, "
-    "pinned_max_cached_size_mb:N, pin_memory_expandable_segments:B (only refuses NPU graph captures, as torch_npu's), "
+    "pinned_max_cached_size_mb:N, pin_memory_expandable_segments:B (torch_npu's expandable pinned allocator; NPU graph captures refuse it), "
     "and torch_npu's keys accepted without effect here (pinned_mem_register, multi_stream_lazy_reclaim, release_lock_on_npumalloc: B; pinned_reserve_segment_size_mb, "
     "base_addr_aligned_kb: N >= 0; page_size:1g); ";
 

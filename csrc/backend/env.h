@@ -27,8 +27,8 @@ struct AllocatorConfig {
   double memory_fraction = 1;            // per_process_memory_fraction: the initial set_per_process_memory_fraction
   bool pinned_use_background_threads = false;  // completed pinned-memory uses are processed by a thread of their own
   bool expandable_segments = false;  // one segment per stream and pool that grows in place (runtime virtual memory)
-  // pin_memory_expandable_segments: torch_npu's expandable pinned-memory allocator. Pinned memory here has no
-  // expandable segments, but NPU graphs refuse to capture with it, as torch_npu's (its allocator has no graph pools).
+  // pin_memory_expandable_segments: torch_npu's expandable pinned-memory allocator (expandable_host_allocator.h); NPU
+  // graphs refuse to capture with it, as torch_npu's (it has no graph pools).
   bool pin_memory_expandable_segments = false;
   // throw_on_npumalloc_oom: a new segment that would take the reserved memory above per_process_memory_fraction of the
   // device is refused with OutOfMemoryError before the device is asked (torch_npu's num_oom_rejections).
