@@ -78,7 +78,7 @@ struct NPUPinnedAllocator final : public at::CachingHostAllocatorInterface<Pinne
     return expandable_host::enabled() ? expandable_host::allocate(size) : CachingHostAllocatorInterface::allocate(size);
   }
   bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
-    return expandable_host::record_use(ptr, NPUStream(stream)) ||
+    return (expandable_host::enabled() && expandable_host::record_use(ptr, NPUStream(stream))) ||
            CachingHostAllocatorInterface::record_event(ptr, ctx, stream);
   }
   void empty_cache() override {

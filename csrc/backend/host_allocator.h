@@ -1,6 +1,8 @@
 // The pinned host memory allocator: PyTorch's generic caching host allocator (ATen/core/CachingHostAllocator.h) over
 // the runtime's pinned memory. A block used by an asynchronous copy is not reused before the copy completes: the
 // copy path records an event for it on the copy's stream (record_pinned_use).
+// Under PYTORCH_NPU_ALLOC_CONF's pin_memory_expandable_segments:True, the allocations, their uses, statistics and
+// empty_cache go to torch_npu's expandable allocator instead (expandable_host_allocator.h).
 #pragma once
 
 #include <c10/core/Allocator.h>
