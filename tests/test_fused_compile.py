@@ -12,6 +12,7 @@ be in a full graph; they are checked to compile with a break.
 """
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ import torch_npu
 
 N = "npu"
 COMPRESSED = torch.triu(torch.ones(2048, 2048), 1).bool()
+DUMPS = tempfile.TemporaryDirectory()  # save_npugraph_tensor's files
 
 
 def r(*shape, dtype=torch.float32, seed=0):
@@ -278,6 +280,14 @@ CASES = {
         lambda d: torch_npu.npu_moe_token_permute_with_routing_map_grad(
             z(6, 8, device=d), None, z(5, dtype=torch.long, device=d), z(3, 3, dtype=torch.bool, device=d), 3, 3,
             False), "npu_moe_token_permute_with_routing_map_grad"),
+    # ------------------------------------------------------------------------------------------------ debug
+    # They return nothing: the compiled call must keep them (side effects) and return None like the eager one.
+    "print_npugraph_tensor": Case(lambda x: torch_npu.print_npugraph_tensor(x * 2, tensor_name="x2"),
+                                  lambda: [r(2, 3)], None, None),
+    "save_npugraph_tensor": Case(
+        lambda x, y: torch_npu.save_npugraph_tensor.tensor_list(
+            [x, y], save_path=os.path.join(DUMPS.name, "xy.pt"), overwrite=True), lambda: [r(2, 3), r(4)], None,
+        None),
     # ------------------------------------------------------------------------------------------------ indexing
     "npu_slice": Case(lambda x: torch_npu.npu_slice(x, [1, 2], [2, 3]), lambda: [r(4, 8)],
                       lambda d: torch_npu.npu_slice(z(4, 8, device=d), [3, 0], [2, 8]), "npu_slice"),

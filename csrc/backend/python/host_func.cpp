@@ -57,6 +57,18 @@ bool subscribed(snpuStream_t stream) {
   return g_subscribed.count(stream) != 0;
 }
 
+void launch(const NPUStream& stream, const char* api, py::object fn, py::object data) {
+  TORCH_CHECK_TYPE(PyCallable_Check(fn.ptr()), api, ": fn must be callable");
+  auto* f = new HostFunc{std::move(fn), std::move(data)};
+  snpuError_t err;
+  {
+    // The launch may wait for room in a full queue, whose kernels may be host functions needing the GIL.
+    py::gil_scoped_release no_gil;
+    err = snpuLaunchKernel(stream.handle(), "HostFunc", run_host_func, f, free_host_func);
+  }
+  NPU_CHECK(err);  // a refused launch already ran free_host_func
+}
+
 }  // namespace
 
 void register_host_func_bindings(py::module_& m) {
@@ -65,15 +77,13 @@ void register_host_func_bindings(py::module_& m) {
     TORCH_CHECK(subscribed(stream.handle()),
                 "_launch_host_func: the stream is not subscribed to report; call torch.npu._subscribe_report(stream) "
                 "first");
-    TORCH_CHECK_TYPE(PyCallable_Check(fn.ptr()), "_launch_host_func: fn must be callable");
-    auto* f = new HostFunc{std::move(fn), std::move(data)};
-    snpuError_t err;
-    {
-      // The launch may wait for room in a full queue, whose kernels may be host functions needing the GIL.
-      py::gil_scoped_release no_gil;
-      err = snpuLaunchKernel(stream.handle(), "HostFunc", run_host_func, f, free_host_func);
-    }
-    NPU_CHECK(err);  // a refused launch already ran free_host_func
+    launch(stream, "_launch_host_func", std::move(fn), std::move(data));
+  });
+  // torch_npu's pending variant (aclrtLaunchHostFunc): no subscription; the Python side
+  // (softnpu/npu/host_func.py) takes the host copies' bytes when the kernel runs.
+  m.def("_launch_host_func_pending", [](int64_t stream_id, int device, py::object fn, py::object data) {
+    launch(stream_for(static_cast<c10::DeviceIndex>(device), stream_id), "_launch_host_func_pending", std::move(fn),
+           std::move(data));
   });
   m.def("_subscribe_report", [](int64_t stream_id, int device) {
     const NPUStream stream = stream_for(static_cast<c10::DeviceIndex>(device), stream_id);

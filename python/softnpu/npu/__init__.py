@@ -85,7 +85,7 @@ from . import _aclgraph_update_plan  # noqa: F401  (torch_npu.npu._aclgraph_upda
 from . import memory
 from .limits import get_device_limit, get_stream_limit, reset_stream_limit, set_device_limit, set_stream_limit
 from .interop import can_device_access_peer, current_blas_handle, ipc_collect
-from .host_func import _launch_host_func, _subscribe_report, _unsubscribe_report
+from .host_func import _launch_host_func, _launch_host_func_pending, _subscribe_report, _unsubscribe_report
 from . import _npugraph_conditional_nodes  # noqa: F401  (torch_npu.npu._npugraph_conditional_nodes)
 from .legacy_types import *  # noqa: F403 (FloatTensor, ..., FloatStorage, ...)
 from .legacy_types import __all__ as _legacy_types
