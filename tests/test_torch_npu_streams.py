@@ -46,6 +46,7 @@ def test_stream_ids_are_torch_npus():
             torch.npu.Stream(stream_id=bad, device_index=0, device_type=s.device_type)
     with torch.npu.stream(s):
         x = torch.arange(6.0, device="npu") * 2
+    torch.npu.current_stream().wait_stream(s)  # x is s's: the default stream's copy must wait for it
     assert x.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
 
 
